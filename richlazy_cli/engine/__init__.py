@@ -1,0 +1,1 @@
+"""Grids, execution and the result store."""

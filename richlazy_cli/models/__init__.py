@@ -1,0 +1,1 @@
+"""Model families. Each module registers its models with :func:`base.register`."""

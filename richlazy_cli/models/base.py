@@ -1,0 +1,223 @@
+"""The model protocol, the batch of configurations a model receives, and the registry.
+
+A model is a small class registered under its command-line name. It declares its parameters
+(:class:`~richlazy_cli.models.params.Param`) and implements ``solve(batch)`` and/or
+``train(batch)``. A :class:`Batch` holds B configurations: every *batchable* parameter as an
+array with a leading axis of length B, every other parameter as one plain value shared by the
+whole batch. The method returns an :class:`xarray.Dataset` whose variables carry a leading
+``point`` dimension of length B, then the model's own dimensions (``time``, ``step``,
+``method``, ``dim``, ...). Every variable and coordinate has a ``long_name`` attribute and,
+where meaningful, ``units``.
+
+Models are pure: no I/O, no printing, no global random state. Randomness comes from
+:func:`rng`, seeded from the ``seed`` parameter and a stream name, so a configuration's random
+numbers never depend on which batch, chunk, worker or shard computes it.
+
+A model may return a ``status`` variable over ``point`` (0 ok, 1 diverged); the engine adds
+``elapsed`` and turns exceptions into status 2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import xarray as xr
+
+from .params import BadInput, Param, suggest
+
+Progress = Callable[[float], None]
+"""Callback a long kernel calls with the fraction of its work done (0..1)."""
+
+STATUS_OK = 0
+STATUS_DIVERGED = 1
+STATUS_ERROR = 2
+STATUS_MISSING = -1  # not computed (yet): shard files and interrupted runs
+
+
+@dataclass
+class Batch:
+    """B configurations of one model.
+
+    ``values[name]`` is an array of shape ``(B, ...)`` for a batchable parameter and the plain
+    value (shared by all B configurations) for any other parameter.
+    """
+
+    size: int
+    values: dict[str, Any]
+    batchable: frozenset[str] = field(default_factory=frozenset)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.values
+
+    def column(self, name: str) -> np.ndarray:
+        """The parameter as an array with a leading batch axis, whether batchable or not."""
+        value = self.values[name]
+        if name in self.batchable:
+            return np.asarray(value)
+        arr = np.asarray(value)
+        return np.broadcast_to(arr, (self.size, *arr.shape))
+
+    def point(self, i: int) -> dict[str, Any]:
+        """The parameters of configuration ``i`` as a plain dict."""
+        return {
+            k: (v[i] if k in self.batchable else v) for k, v in self.values.items()
+        }
+
+    @classmethod
+    def from_points(cls, model: Model, points: list[Mapping[str, Any]]) -> Batch:
+        """Stack validated parameter dicts that agree on every non-batchable parameter."""
+        if not points:
+            raise ValueError("empty batch")
+        batchable = frozenset(p.name for p in model.params if p.batchable)
+        first = points[0]
+        values: dict[str, Any] = {}
+        for name, value in first.items():
+            if name in batchable:
+                values[name] = _stack([pt[name] for pt in points], name)
+            else:
+                for pt in points[1:]:
+                    if not values_equal(pt[name], value):
+                        raise ValueError(f"non-batchable parameter {name} differs within a batch")
+                values[name] = value
+        return cls(size=len(points), values=values, batchable=batchable)
+
+
+def _stack(column: list[Any], name: str) -> np.ndarray:
+    if any(v is None for v in column):
+        if all(v is None for v in column):
+            return np.full(len(column), np.nan)
+        raise ValueError(f"batchable parameter {name} is given for some points only")
+    return np.stack([np.asarray(v) for v in column])
+
+
+def values_equal(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        if a is None or b is None:
+            return False
+        a, b = np.asarray(a), np.asarray(b)
+        return a.shape == b.shape and bool(np.array_equal(a, b))
+    return bool(a == b)
+
+
+def rng(seed: int, *stream: str | int) -> np.random.Generator:
+    """A generator for one named random stream of one seed.
+
+    ``rng(seed, "teacher")`` and ``rng(seed, "data")`` are independent and depend on nothing
+    but their arguments (``numpy.random.SeedSequence`` with a spawn key hashed from the stream
+    names), so results are identical for any batching, worker count or shard.
+    """
+    key = tuple(
+        int.from_bytes(hashlib.sha256(str(s).encode()).digest()[:4], "little") for s in stream
+    )
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(int(seed), spawn_key=key)))
+
+
+def var(dims: tuple[str, ...], data: Any, long_name: str, units: str = "") -> xr.Variable:
+    """An xarray variable with the ``long_name`` (and ``units``) attributes the schema requires."""
+    attrs = {"long_name": long_name}
+    if units:
+        attrs["units"] = units
+    return xr.Variable(dims, data, attrs)
+
+
+class Model:
+    """Base class of every model. Subclasses set the class variables and implement actions."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    actions: ClassVar[tuple[str, ...]]
+    params: ClassVar[tuple[Param, ...]]
+
+    # -- parameters -------------------------------------------------------------------------
+    @classmethod
+    def param(cls, name: str) -> Param:
+        for p in cls.params:
+            if p.name == name:
+                return p
+        raise BadInput(
+            f"model {cls.name} has no parameter {name!r}"
+            + suggest(name, [p.name for p in cls.params])
+        )
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        return {p.name: p.default for p in cls.params}
+
+    @classmethod
+    def resolve(cls, action: str, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults overlaid with ``given`` (each coerced), then cross-checked by :meth:`check`.
+
+        This is *the* validation boundary: the result is what the model receives.
+        """
+        if action not in cls.actions:
+            raise BadInput(
+                f"model {cls.name} has no action {action!r}; it supports {', '.join(cls.actions)}"
+            )
+        values = cls.defaults()
+        for name, value in given.items():
+            values[name] = cls.param(name).coerce(value)
+        cls.check(action, values)
+        return values
+
+    @classmethod
+    def check(cls, action: str, values: dict[str, Any]) -> None:
+        """Cross-parameter validation; may fill derived values in place. Raise BadInput."""
+
+    @classmethod
+    def cost(cls, values: Mapping[str, Any]) -> float:
+        """A rough relative amount of work for one configuration (used to size chunks)."""
+        return 1.0
+
+    # -- actions ----------------------------------------------------------------------------
+    def solve(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+        raise NotImplementedError
+
+    def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+        raise NotImplementedError
+
+    def run(self, action: str, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+        if action == "solve":
+            return self.solve(batch, progress)
+        if action == "train":
+            return self.train(batch, progress)
+        raise BadInput(f"unknown action {action!r}")
+
+
+# -- registry -------------------------------------------------------------------------------
+_REGISTRY: dict[str, type[Model]] = {}
+
+
+def register(cls: type[Model]) -> type[Model]:
+    """Class decorator: make a model available under ``cls.name``."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _discover() -> None:
+    package = importlib.import_module("richlazy_cli.models")
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name not in ("base", "params") and not info.name.startswith("_"):
+            importlib.import_module(f"richlazy_cli.models.{info.name}")
+
+
+def all_models() -> dict[str, type[Model]]:
+    """Every registered model, by name (modules in ``richlazy_cli.models`` are discovered)."""
+    _discover()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get_model(name: str) -> type[Model]:
+    models = all_models()
+    if name not in models:
+        raise BadInput(f"unknown model {name!r}" + suggest(name, list(models)) +
+                       f"; known models: {', '.join(models)}")
+    return models[name]
