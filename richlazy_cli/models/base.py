@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -68,9 +69,7 @@ class Batch:
 
     def point(self, i: int) -> dict[str, Any]:
         """The parameters of configuration ``i`` as a plain dict."""
-        return {
-            k: (v[i] if k in self.batchable else v) for k, v in self.values.items()
-        }
+        return {k: (v[i] if k in self.batchable else v) for k, v in self.values.items()}
 
     @classmethod
     def from_points(cls, model: Model, points: list[Mapping[str, Any]]) -> Batch:
@@ -203,10 +202,21 @@ def register(cls: type[Model]) -> type[Model]:
 
 
 def _discover() -> None:
+    """Import every model module of the package, then those named in ``RICHLAZY_MODELS``.
+
+    ``RICHLAZY_MODELS=mypkg.models,other`` (comma-separated importable modules) adds a
+    researcher's own models; workers inherit the variable, so sweeps find them too.
+    """
     package = importlib.import_module("richlazy_cli.models")
     for info in pkgutil.iter_modules(package.__path__):
         if info.name not in ("base", "params") and not info.name.startswith("_"):
             importlib.import_module(f"richlazy_cli.models.{info.name}")
+    for name in os.environ.get("RICHLAZY_MODELS", "").split(","):
+        if name.strip():
+            try:
+                importlib.import_module(name.strip())
+            except ImportError as exc:
+                raise BadInput(f"RICHLAZY_MODELS: cannot import {name.strip()!r} ({exc})") from None
 
 
 def all_models() -> dict[str, type[Model]]:
@@ -218,6 +228,9 @@ def all_models() -> dict[str, type[Model]]:
 def get_model(name: str) -> type[Model]:
     models = all_models()
     if name not in models:
-        raise BadInput(f"unknown model {name!r}" + suggest(name, list(models)) +
-                       f"; known models: {', '.join(models)}")
+        raise BadInput(
+            f"unknown model {name!r}"
+            + suggest(name, list(models))
+            + f"; known models: {', '.join(models)}"
+        )
     return models[name]

@@ -149,9 +149,8 @@ class Param:
             try:
                 number = float(text) if kind == "float" else _parse_int(text)
             except ValueError:
-                raise BadInput(
-                    f"parameter {name}: {value!r} is not {'a number' if kind == 'float' else 'an integer'}"
-                ) from None
+                what = "a number" if kind == "float" else "an integer"
+                raise BadInput(f"parameter {name}: {value!r} is not {what}") from None
         elif isinstance(value, int | float | np.integer | np.floating):
             number = value
         else:

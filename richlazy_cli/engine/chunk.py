@@ -1,0 +1,146 @@
+"""Computing one chunk of grid points: one vectorised model call, with failures isolated.
+
+This is the function the workers run. It receives plain parameter dicts (no large per-point
+arrays), calls the model once on the whole chunk with one BLAS thread, and, if that call
+raises, retries the points one by one so that a single bad point cannot sink its neighbours.
+A point whose model output holds non-finite numbers (outside variables whose ``nan_meaning``
+attribute says what NaN means there) is marked diverged.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from threadpoolctl import threadpool_limits
+
+from ..models.base import STATUS_DIVERGED, STATUS_ERROR, STATUS_OK, Batch, get_model
+
+
+@dataclass
+class ChunkResult:
+    """The outcome of one chunk: data over ``point`` for every index, status and timing."""
+
+    indices: np.ndarray  # flat grid indices, one per point
+    data: xr.Dataset | None  # model variables over (point, ...); None when every point failed
+    status: np.ndarray  # int8 per point
+    elapsed: np.ndarray  # seconds per point (the chunk's wall time shared equally)
+    errors: dict[int, str] = field(default_factory=dict)  # flat index -> message
+
+
+def _message(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _fill_value(dtype: np.dtype) -> Any:
+    if np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.complexfloating):
+        return np.nan
+    if np.issubdtype(dtype, np.bool_):
+        return False
+    if np.issubdtype(dtype, np.integer):
+        return -1
+    return ""
+
+
+def stack_points(parts: list[tuple[int, xr.Dataset]], size: int) -> xr.Dataset:
+    """Datasets of single points (at positions ``i``) into one over ``point`` of ``size``.
+
+    Positions without a dataset are filled with NaN (or -1, False, "").
+    """
+    template = parts[0][1]
+    data_vars = {}
+    for name, item in template.data_vars.items():
+        shape = (size, *item.shape[1:])
+        out = np.full(shape, _fill_value(item.dtype), dtype=item.dtype)
+        for i, ds in parts:
+            out[i] = ds[name].values[0]
+        data_vars[name] = xr.Variable(item.dims, out, item.attrs)
+    return xr.Dataset(data_vars, coords=template.coords, attrs=template.attrs)
+
+
+def _non_finite(data: xr.Dataset) -> dict[int, str]:
+    """Points (positions) with non-finite values, and the first variable that has them."""
+    bad: dict[int, str] = {}
+    for name, item in data.data_vars.items():
+        if "nan_meaning" in item.attrs or not np.issubdtype(item.dtype, np.inexact):
+            continue
+        values = item.values.reshape(item.shape[0], -1)
+        for i in np.flatnonzero(~np.isfinite(values).all(axis=1)):
+            bad.setdefault(int(i), name)
+    return bad
+
+
+def compute_chunk(
+    model_name: str,
+    action: str,
+    base: dict[str, Any],
+    points: list[dict[str, Any]],
+    indices: np.ndarray,
+    retry_singly: bool = True,
+) -> ChunkResult:
+    """Run ``model_name``'s ``action`` on ``base`` overlaid with each of ``points``.
+
+    ``base`` holds every parameter (validated); ``points`` hold the grid values of each point.
+    """
+    model_cls = get_model(model_name)
+    model = model_cls()
+    size = len(points)
+    status = np.zeros(size, dtype=np.int8)
+    errors: dict[int, str] = {}
+    start = time.perf_counter()
+
+    def configs(sel: list[int]) -> Batch:
+        values = []
+        for i in sel:
+            v = dict(base)
+            v.update(points[i])
+            model_cls.check(action, v)
+            values.append(v)
+        return Batch.from_points(model_cls, values)
+
+    data: xr.Dataset | None
+    with threadpool_limits(limits=1):
+        try:
+            data = model.run(action, configs(list(range(size))))
+        except Exception as exc:
+            if size == 1 or not retry_singly:
+                data = None
+                status[:] = STATUS_ERROR
+                for i in range(size):
+                    errors[int(indices[i])] = _message(exc)
+            else:
+                singles: list[tuple[int, xr.Dataset]] = []
+                for i in range(size):
+                    try:
+                        singles.append((i, model.run(action, configs([i]))))
+                    except Exception as exc_i:
+                        status[i] = STATUS_ERROR
+                        errors[int(indices[i])] = _message(exc_i)
+                data = stack_points(singles, size) if singles else None
+    elapsed = np.full(size, (time.perf_counter() - start) / size)
+
+    if data is not None:
+        if "status" in data:
+            model_status = np.asarray(data["status"].values, dtype=np.int8)
+            diverged = (model_status == STATUS_DIVERGED) & (status == STATUS_OK)
+            for i in np.flatnonzero(diverged):
+                status[i] = STATUS_DIVERGED
+                errors[int(indices[i])] = "diverged (reported by the model)"
+            data = data.drop_vars("status")
+        for i, name in _non_finite(data).items():
+            if status[i] == STATUS_OK:
+                status[i] = STATUS_DIVERGED
+                errors[int(indices[i])] = f"diverged: non-finite values in {name}"
+    return ChunkResult(np.asarray(indices, dtype=np.int64), data, status, elapsed, errors)
+
+
+def describe_exception(exc: BaseException) -> str:
+    """One line for unexpected failures, with the innermost frame."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return _message(exc) + where

@@ -1,0 +1,240 @@
+"""Grid specifications, the points they span, and sharding.
+
+A grid is an ordered list of dimensions, each a model parameter with its values::
+
+    tau=logspace(-1,0.3,17)      base-10 exponents, like numpy.logspace
+    delta=linspace(-1,1,17)
+    sigma0=geomspace(1e-3,1e-1,5)
+    seed=range(16)               or range(a,b) / range(a,b,step)
+    h=10,20,50                   an explicit list
+    beta0=[[1,0],[0,1]]          a JSON list (vector parameters take lists of lists)
+
+Points are numbered in C order over the grid's shape (the last dimension fastest); that flat
+index is the identity of a point in part files, shards and merges.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..models.base import Model
+from ..models.params import BadInput, Param, jsonable
+
+_CALL = re.compile(r"^\s*(linspace|logspace|geomspace|range)\s*\((.*)\)\s*$")
+
+
+@dataclass(frozen=True)
+class GridDim:
+    """One grid dimension: a parameter, its spec text and its validated values."""
+
+    name: str
+    spec: str
+    values: tuple[Any, ...]
+    spacing: str  # "linear", "log" or "list"
+
+    @property
+    def size(self) -> int:
+        return len(self.values)
+
+    def coordinate(self) -> np.ndarray:
+        """Values as a 1-D coordinate; vector values become their JSON text."""
+        if any(isinstance(v, np.ndarray) for v in self.values):
+            return np.array([json.dumps(jsonable(v)) for v in self.values], dtype=object)
+        return np.asarray(self.values)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """An ordered product of :class:`GridDim`."""
+
+    dims: tuple[GridDim, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.dims)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(d.size for d in self.dims)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def specs(self) -> dict[str, str]:
+        return {d.name: d.spec for d in self.dims}
+
+    def point(self, flat: int) -> dict[str, Any]:
+        """The grid values of the point with flat (C-order) index ``flat``."""
+        index = np.unravel_index(flat, self.shape) if self.dims else ()
+        return {d.name: d.values[int(i)] for d, i in zip(self.dims, index, strict=True)}
+
+    def label(self, flat: int) -> dict[str, Any]:
+        """A JSON-friendly description of a point, for messages and the errors attribute."""
+        return {k: jsonable(v) for k, v in self.point(flat).items()}
+
+
+def _numbers(args: str, spec: str) -> list[float]:
+    try:
+        return [float(a) for a in args.split(",")]
+    except ValueError:
+        raise BadInput(f"grid {spec!r}: arguments must be numbers") from None
+
+
+def _count(x: float, spec: str) -> int:
+    if x != round(x) or x < 1:
+        raise BadInput(f"grid {spec!r}: the number of values must be a positive integer")
+    return int(x)
+
+
+def _expand(name: str, text: str) -> tuple[list[Any], str]:
+    """Raw values (before type coercion) and their spacing for one spec."""
+    spec = f"{name}={text}"
+    match = _CALL.match(text)
+    if match:
+        func, args = match.groups()
+        nums = _numbers(args, spec)
+        if func == "range":
+            if not 1 <= len(nums) <= 3 or any(x != round(x) for x in nums):
+                raise BadInput(f"grid {spec!r}: range takes 1 to 3 integers")
+            values: list[Any] = list(range(*(int(x) for x in nums)))
+            if not values:
+                raise BadInput(f"grid {spec!r}: the range is empty")
+            return values, "linear"
+        if len(nums) != 3:
+            raise BadInput(f"grid {spec!r}: {func} takes (start, stop, count)")
+        start, stop, n = nums[0], nums[1], _count(nums[2], spec)
+        if func == "linspace":
+            return list(np.linspace(start, stop, n)), "linear"
+        if func == "logspace":
+            return list(np.logspace(start, stop, n)), "log"
+        if start <= 0 or stop <= 0:
+            raise BadInput(f"grid {spec!r}: geomspace needs positive start and stop")
+        return list(np.geomspace(start, stop, n)), "log"
+    stripped = text.strip()
+    if stripped.startswith("["):
+        try:
+            parsed = json.loads(stripped)
+        except json.JSONDecodeError:
+            raise BadInput(f"grid {spec!r}: not a valid JSON list") from None
+        if not isinstance(parsed, list):
+            raise BadInput(f"grid {spec!r}: expected a JSON list")
+        return parsed, "list"
+    if re.match(r"^\s*[A-Za-z_]\w*\s*\(", stripped):
+        raise BadInput(
+            f"grid {spec!r}: unknown function; use linspace, logspace, geomspace or range"
+        )
+    parts = [p.strip() for p in stripped.split(",")]
+    if any(p == "" for p in parts):
+        raise BadInput(f"grid {spec!r}: empty value in the list")
+    return parts, "list"
+
+
+def _list_spacing(values: Sequence[Any]) -> str:
+    """'log' for a positive geometric list, else 'list'."""
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        return "list"
+    if arr.ndim != 1 or arr.size < 3 or np.any(arr <= 0):
+        return "list"
+    ratios = arr[1:] / arr[:-1]
+    if np.allclose(ratios, ratios[0], rtol=1e-6) and not np.isclose(ratios[0], 1.0):
+        return "log"
+    return "list"
+
+
+def make_dim(param: Param, text: str | Sequence[Any]) -> GridDim:
+    """Validate one grid dimension given as spec text or as a list (from a TOML job file)."""
+    name = param.name
+    if isinstance(text, str):
+        raw, spacing = _expand(name, text)
+        spec = text.strip()
+    else:
+        raw, spacing = list(text), "list"
+        spec = json.dumps(jsonable(raw))
+    if not raw:
+        raise BadInput(f"grid {name}: no values")
+    values = []
+    for item in raw:
+        if param.kind in ("vector", "int_list", "matrix") and not isinstance(item, list | str):
+            raise BadInput(f"grid {name}: each value of a vector parameter must be a list")
+        values.append(param.coerce(item))
+    keys = [json.dumps(jsonable(v)) for v in values]
+    if len(set(keys)) != len(keys):
+        raise BadInput(f"grid {name}: values repeat")
+    if spacing == "list":
+        spacing = _list_spacing(values)
+    return GridDim(name=name, spec=spec, values=tuple(values), spacing=spacing)
+
+
+def parse_grid(model: type[Model], specs: Sequence[tuple[str, str | Sequence[Any]]]) -> Grid:
+    """Build a :class:`Grid` from ``(name, spec)`` pairs, in order."""
+    dims: list[GridDim] = []
+    seen: set[str] = set()
+    for name, text in specs:
+        if name in seen:
+            raise BadInput(f"grid dimension {name} is given twice")
+        seen.add(name)
+        dims.append(make_dim(model.param(name), text))
+    return Grid(tuple(dims))
+
+
+def split_assignment(text: str, flag: str) -> tuple[str, str]:
+    """'NAME=VALUE' -> (NAME, VALUE), or BadInput naming the flag."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise BadInput(f"{flag} {text!r}: expected NAME=VALUE")
+    return name.strip(), value
+
+
+# -- sharding -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` (1-based) of ``count``."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def select(self, size: int) -> np.ndarray:
+        """The flat indices of this shard: a deterministic, balanced round-robin subset."""
+        return np.arange(self.index - 1, size, self.count)
+
+
+def parse_shard(text: str) -> Shard:
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match:
+        raise BadInput(f"--shard {text!r}: expected K/N, e.g. 2/8")
+    k, n = int(match.group(1)), int(match.group(2))
+    if n < 1 or not 1 <= k <= n:
+        raise BadInput(f"--shard {text!r}: K must be between 1 and N (shards are 1-based)")
+    return Shard(k, n)
+
+
+def shard_from_env(env: dict[str, str]) -> Shard | None:
+    """The shard of a SLURM array task, or None outside one."""
+    task = env.get("SLURM_ARRAY_TASK_ID")
+    if task is None:
+        return None
+    try:
+        task_id = int(task)
+        if "SLURM_ARRAY_TASK_MIN" in env and "SLURM_ARRAY_TASK_MAX" in env:
+            low, high = int(env["SLURM_ARRAY_TASK_MIN"]), int(env["SLURM_ARRAY_TASK_MAX"])
+            return parse_shard(f"{task_id - low + 1}/{high - low + 1}")
+        if "SLURM_ARRAY_TASK_COUNT" in env:
+            count = int(env["SLURM_ARRAY_TASK_COUNT"])
+            low = int(env.get("SLURM_ARRAY_TASK_MIN", "0"))
+            return parse_shard(f"{task_id - low + 1}/{count}")
+    except ValueError:
+        raise BadInput("SLURM_ARRAY_TASK_* variables are not integers") from None
+    return None

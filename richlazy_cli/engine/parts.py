@@ -1,0 +1,121 @@
+"""The sidecar folder ``OUT.h5.parts/`` that makes a sweep crash-safe and resumable.
+
+Each finished chunk is written there atomically as ``part-NNNNNN.h5`` (a small HDF5 file
+with the chunk's points, their flat grid indices, status and timing), next to ``manifest.json``
+which pins what the sweep computes (model, action, parameters, grid, shard). A killed sweep
+loses at most the chunks in flight; ``--resume`` reads the parts back, and later parts override
+earlier ones for the same point (that is how ``--retry-failed`` replaces failures).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from ..models.params import BadInput
+from .chunk import ChunkResult
+from .store import atomic_write
+
+MANIFEST = "manifest.json"
+
+
+def parts_path(out: Path) -> Path:
+    return Path(str(out) + ".parts")
+
+
+class PartsFolder:
+    """Finished chunks of one sweep, on disk."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any]) -> None:
+        self.path = Path(path)
+        self.manifest = manifest
+        self._next = self._last_sequence() + 1
+
+    # -- lifecycle ------------------------------------------------------------------------
+    @classmethod
+    def create(cls, path: Path, manifest: dict[str, Any]) -> PartsFolder:
+        path = Path(path)
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir()
+        text = json.dumps(manifest, sort_keys=True, indent=1)
+        atomic_write(path / MANIFEST, lambda tmp: tmp.write_text(text))
+        return cls(path, manifest)
+
+    @classmethod
+    def open(cls, path: Path, manifest: dict[str, Any]) -> PartsFolder:
+        """Open an existing folder, checking it belongs to the same sweep."""
+        path = Path(path)
+        if not path.is_dir():
+            raise BadInput(f"{path}: no parts folder to resume from")
+        try:
+            found = json.loads((path / MANIFEST).read_text())
+        except (OSError, json.JSONDecodeError):
+            raise BadInput(
+                f"{path} is corrupt (no readable {MANIFEST}); rerun with --force to start over"
+            ) from None
+        for key in ("model", "action", "params", "grid", "shard"):
+            if found.get(key) != manifest.get(key):
+                raise BadInput(
+                    f"{path} belongs to a different sweep ({key} differs); "
+                    "rerun with the same options or use --force to start over"
+                )
+        return cls(path, found)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    # -- parts ----------------------------------------------------------------------------
+    def _files(self) -> list[Path]:
+        return sorted(self.path.glob("part-*.h5"))
+
+    def _last_sequence(self) -> int:
+        files = self._files()
+        if not files:
+            return 0
+        return max(int(f.stem.split("-")[1]) for f in files)
+
+    def write(self, result: ChunkResult) -> Path:
+        """Write one finished chunk atomically."""
+        target = self.path / f"part-{self._next:06d}.h5"
+        self._next += 1
+        data = result.data if result.data is not None else xr.Dataset()
+        ds = data.assign(
+            flat_index=("point", result.indices),
+            point_status=("point", result.status),
+            point_elapsed=("point", result.elapsed),
+        )
+        ds.attrs = {"errors": json.dumps({str(k): v for k, v in result.errors.items()})}
+        atomic_write(target, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"))
+        return target
+
+    def read(self) -> Iterator[ChunkResult]:
+        """Every stored chunk, oldest first. A corrupt part is a BadInput."""
+        for file in self._files():
+            try:
+                with xr.open_dataset(file, engine="h5netcdf") as opened:
+                    ds = opened.load()
+                indices = np.asarray(ds["flat_index"].values, dtype=np.int64)
+                status = np.asarray(ds["point_status"].values, dtype=np.int8)
+                elapsed = np.asarray(ds["point_elapsed"].values, dtype=float)
+                errors = {int(k): v for k, v in json.loads(ds.attrs.get("errors", "{}")).items()}
+            except Exception:
+                raise BadInput(
+                    f"{file} is corrupt; delete it to recompute its points, or use --force"
+                ) from None
+            data = ds.drop_vars(["flat_index", "point_status", "point_elapsed"])
+            data.attrs = {}
+            yield ChunkResult(indices, data if data.data_vars else None, status, elapsed, errors)
+
+    def status(self, size: int) -> np.ndarray:
+        """Latest status of every point (-1 where no part has it)."""
+        status = np.full(size, -1, dtype=np.int8)
+        for chunk in self.read():
+            status[chunk.indices] = chunk.status
+        return status

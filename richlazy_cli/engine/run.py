@@ -1,0 +1,286 @@
+"""Running a job: chunking, dispatch over joblib (loky, threads, dask), parts, resume, shards.
+
+The grid's pending points are cut into chunks of batch-compatible points (equal non-batchable
+parameters), each chunk one vectorised model call (:func:`chunk.compute_chunk`) with one
+BLAS thread. joblib dispatches the chunks and hands them back as they finish; the parent writes
+each to the parts folder at once, then assembles the final file atomically and removes the
+folder. Determinism does not depend on any of this: a point's numbers depend only on its
+parameters (models draw random numbers from its ``seed``), so the data are bitwise identical
+for any worker count, chunk size, backend, shard split or resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from joblib import Parallel, delayed, parallel_config
+
+from ..models.params import BadInput, jsonable
+from .assemble import Assembler, result_as_chunk
+from .chunk import ChunkResult, compute_chunk
+from .grid import Shard
+from .job import Job
+from .parts import PartsFolder, parts_path
+from .progress import Reporter
+from .store import check_writable, json_attr, open_result, provenance, write_result
+
+BACKENDS = ("loky", "threads", "dask")
+MAX_AUTO_CHUNK = 4096
+
+
+@dataclass
+class RunOptions:
+    jobs: int | None = None
+    backend: str = "loky"
+    scheduler: str | None = None
+    worker_timeout: float = 60.0
+    chunk_size: int | None = None
+    shard: Shard | None = None
+    resume: bool = False
+    retry_failed: bool = False
+    fail_fast: bool = False
+    force: bool = False
+    dry_run: bool = False
+    quiet: bool = False
+    use_parts: bool = True
+
+
+@dataclass
+class RunOutcome:
+    path: Path | None
+    exit_code: int
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+    plan: dict[str, Any] = field(default_factory=dict)
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def auto_chunk_size(pending: int, workers: int) -> int:
+    """About four chunks per worker, so that work balances and progress moves."""
+    return max(1, min(MAX_AUTO_CHUNK, math.ceil(pending / (4 * max(workers, 1)))))
+
+
+def manifest(job: Job, shard: Shard | None) -> dict[str, Any]:
+    return {
+        "model": job.model.name,
+        "action": job.action,
+        "params": jsonable(job.recorded),
+        "grid": job.grid.specs(),
+        "shard": str(shard) if shard else None,
+    }
+
+
+# -- dispatch -------------------------------------------------------------------------------
+@contextlib.contextmanager
+def dask_client(scheduler: str | None, jobs: int, timeout: float) -> Iterator[Any]:
+    """A dask.distributed client: a LocalCluster (``local``) or a running scheduler."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise BadInput(
+            "--backend dask needs the 'dask' extra: pip install 'richlazy[dask]'"
+        ) from None
+    address = scheduler or "local"
+    cluster = None
+    try:
+        if address == "local":
+            cluster = LocalCluster(
+                n_workers=jobs,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+            )
+            client = Client(cluster)
+        else:
+            client = Client(address, timeout=f"{timeout}s")
+    except (OSError, TimeoutError) as exc:
+        raise BadInput(
+            f"cannot reach the Dask scheduler at {address} within {timeout:g} s "
+            f"({type(exc).__name__})"
+        ) from None
+    try:
+        try:
+            client.wait_for_workers(1, timeout=timeout)
+        except TimeoutError:
+            raise BadInput(
+                f"no Dask workers joined the scheduler at {address} within {timeout:g} s "
+                "(see --worker-timeout)"
+            ) from None
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def dispatch(job: Job, chunks: list[np.ndarray], opts: RunOptions) -> Iterator[ChunkResult]:
+    """Compute chunks on the chosen backend, yielding results as they finish."""
+    base = job.base
+    args = (job.model.name, job.action)
+    jobs = opts.jobs or default_jobs()
+    tasks = (
+        delayed(compute_chunk)(*args, base, [job.grid.point(int(i)) for i in c], c) for c in chunks
+    )
+    if opts.backend == "loky" and (jobs == 1 or len(chunks) == 1):
+        for c in chunks:
+            yield compute_chunk(*args, base, [job.grid.point(int(i)) for i in c], c)
+        return
+    if opts.backend == "dask":
+        with dask_client(opts.scheduler, jobs, opts.worker_timeout):
+            # `scatter` ships the shared parameters (which may hold data matrices) once per
+            # worker instead of once per task.
+            with parallel_config(
+                backend="dask", scatter=[base], wait_for_workers_timeout=opts.worker_timeout
+            ):
+                yield from Parallel(n_jobs=-1, return_as="generator_unordered")(tasks)
+        return
+    backend = "threading" if opts.backend == "threads" else "loky"
+    with parallel_config(
+        backend=backend, n_jobs=jobs, inner_max_num_threads=1 if backend == "loky" else None
+    ):
+        yield from Parallel(return_as="generator_unordered", pre_dispatch="2*n_jobs")(tasks)
+
+
+# -- the run --------------------------------------------------------------------------------
+def _starting_point(
+    job: Job, out: Path, opts: RunOptions, man: dict[str, Any]
+) -> PartsFolder | None:
+    """Check the output and parts folder against the options; open or create the parts."""
+    ppath = parts_path(out)
+    if opts.resume:
+        if ppath.exists():
+            return PartsFolder.open(ppath, man)
+        if out.exists():
+            previous = open_result(out)
+            for key in ("model", "action"):
+                if previous.attrs.get(key) != man[key]:
+                    raise BadInput(f"{out} holds another sweep ({key} differs); cannot resume")
+            if (
+                json_attr(previous, "grid") != man["grid"]
+                or json_attr(previous, "params") != man["params"]
+            ):
+                raise BadInput(
+                    f"{out} holds another sweep (parameters or grid differ); cannot resume"
+                )
+            folder = PartsFolder.create(ppath, man)
+            folder.write(result_as_chunk(previous, job.grid))
+            return folder
+        raise BadInput(f"nothing to resume: neither {out} nor {ppath} exists")
+    if ppath.exists() and not opts.force:
+        raise BadInput(f"{ppath} exists (an unfinished sweep); use --resume to continue or --force")
+    check_writable(out, opts.force)
+    if not opts.use_parts:
+        return None
+    return PartsFolder.create(ppath, man)
+
+
+def plan(job: Job, opts: RunOptions, status: np.ndarray | None) -> dict[str, Any]:
+    size = max(job.grid.size, 1)
+    indices = opts.shard.select(size) if opts.shard else np.arange(size)
+    if status is None:
+        pending = indices
+    else:
+        todo = status[indices] < 0
+        if opts.retry_failed:
+            todo |= status[indices] > 0
+        pending = indices[todo]
+    workers = (
+        1
+        if opts.backend == "loky" and (opts.jobs or default_jobs()) == 1
+        else (opts.jobs or default_jobs())
+    )
+    chunk_size = opts.chunk_size or auto_chunk_size(len(pending), workers)
+    chunks = list(job.chunks(pending, chunk_size))
+    return {
+        "points": size,
+        "selected": len(indices),
+        "pending": len(pending),
+        "chunks": chunks,
+        "chunk_size": chunk_size,
+        "workers": workers,
+    }
+
+
+def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOutcome:
+    """Run ``job`` into ``out``. Raises BadInput for bad options; returns the outcome."""
+    if opts.backend not in BACKENDS:
+        raise BadInput(f"--backend {opts.backend!r}: use one of {', '.join(BACKENDS)}")
+    if opts.retry_failed and not opts.resume:
+        raise BadInput("--retry-failed needs --resume")
+    out = Path(out)
+    man = manifest(job, opts.shard)
+    folder = _starting_point(job, out, opts, man) if not opts.dry_run else None
+    if opts.dry_run and opts.resume:
+        ppath = parts_path(out)
+        if ppath.exists():
+            folder = PartsFolder.open(ppath, man)
+        elif not out.exists():
+            raise BadInput(f"nothing to resume: neither {out} nor {ppath} exists")
+    size = max(job.grid.size, 1)
+    status = folder.status(size) if folder is not None and opts.resume else None
+    if opts.dry_run and opts.resume and folder is None:
+        status = np.asarray(open_result(out)["status"].values).reshape(-1)
+    the_plan = plan(job, opts, status)
+    chunks: list[np.ndarray] = the_plan["chunks"]
+    if opts.dry_run:
+        the_plan["work"] = job.cost(np.concatenate(chunks)) if chunks else 0.0
+        return RunOutcome(None, 0, plan=the_plan)
+
+    assembler = Assembler(job.model, job.grid)
+    if folder is not None:
+        for chunk in folder.read():
+            assembler.add(chunk)
+    interrupted = False
+    stopped_early = False
+    label = f"{job.model.name} {job.action}"
+    with Reporter(the_plan["pending"], label, quiet=opts.quiet) as reporter:
+        results = dispatch(job, chunks, opts)
+        try:
+            for result in results:
+                if folder is not None:
+                    folder.write(result)
+                assembler.add(result)
+                reporter.advance(len(result.indices))
+                if opts.fail_fast and np.any(result.status > 0):
+                    stopped_early = True
+                    break
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            close = getattr(results, "close", None)
+            if close is not None:
+                close()
+    failures = assembler.failures()
+    if interrupted:
+        kept = int(np.sum(assembler.status >= 0))
+        return RunOutcome(
+            None,
+            130,
+            failures,
+            f"interrupted: {kept} of {size} points kept in {parts_path(out)}; "
+            "rerun with --resume to finish",
+        )
+    attrs = provenance(job.model.name, job.action, job.recorded, job.grid.specs(), command)
+    if opts.shard:
+        attrs["shard"] = str(opts.shard)
+    ds = assembler.dataset(attrs)
+    write_result(ds, out, force=True)
+    if folder is not None:
+        folder.remove()
+    if stopped_early:
+        return RunOutcome(out, 1, failures, "stopped at the first failure (--fail-fast)")
+    return RunOutcome(out, 1 if failures else 0, failures)

@@ -1,0 +1,73 @@
+"""A cheap model for testing the engine on its own (loaded through RICHLAZY_MODELS).
+
+``toy`` draws a noisy line: y(step) = slope * step + scale * noise(seed), with knobs that make
+chosen points fail (``fail_at``), return non-finite values (``nan_at``), sleep (``sleep``, to
+catch a sweep mid-flight) or burn CPU (``work``, matrix products for the scaling bench).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import xarray as xr
+
+from richlazy_cli.models.base import Batch, Model, Progress, register, rng, var
+from richlazy_cli.models.params import BadInput, Param
+
+
+@register
+class Toy(Model):
+    name = "toy"
+    summary = "noisy lines for engine tests"
+    actions = ("solve", "train")
+    params = (
+        Param("slope", "float", 1.0, "slope of the line", batchable=True),
+        Param("scale", "float", 0.1, "noise scale", low=0.0, batchable=True),
+        Param("steps", "int", 8, "number of steps", low=1),
+        Param("seed", "int", 0, "random seed", low=0),
+        Param("offset", "vector", [0.0, 0.0], "offset added to y per output", batchable=True),
+        Param("label", "str", "a", "a categorical knob", choices=("a", "b")),
+        Param("fail_at", "float", 1e300, "raise when slope equals this", batchable=True),
+        Param("nan_at", "float", 1e300, "return NaN when slope equals this", batchable=True),
+        Param("sleep", "float", 0.0, "seconds to sleep per call", low=0.0),
+        Param("work", "int", 0, "size of matrix products to burn CPU with", low=0),
+    )
+
+    @classmethod
+    def check(cls, action: str, values: dict) -> None:
+        if np.asarray(values["offset"]).shape != (2,):
+            raise BadInput("parameter offset: expected 2 values")
+
+    def _run(self, batch: Batch, progress: Progress | None) -> xr.Dataset:
+        slope = batch["slope"]
+        if np.any(slope == batch["fail_at"]):
+            raise RuntimeError("requested failure")
+        steps = batch["steps"]
+        noise = rng(batch["seed"], "noise").standard_normal(steps)
+        y = slope[:, None] * np.arange(steps) + batch["scale"][:, None] * noise
+        y = y[:, :, None] + batch["offset"][:, None, :]
+        y[slope == batch["nan_at"]] = np.nan
+        if batch["sleep"]:
+            time.sleep(batch["sleep"])
+        if batch["work"]:
+            m = rng(0, "work").standard_normal((batch["work"], batch["work"]))
+            for _ in range(batch.size):
+                for _ in range(20):
+                    m = np.tanh(m @ m / batch["work"])
+        return xr.Dataset(
+            {
+                "y": var(("point", "step", "output"), y, "noisy line", "m"),
+                "y_final": var(("point",), y[:, -1, 0], "last value of output 0", "m"),
+            },
+            coords={
+                "step": var(("step",), np.arange(steps), "step"),
+                "output": var(("output",), np.arange(2), "output index"),
+            },
+        )
+
+    def solve(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+        return self._run(batch, progress)
+
+    def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+        return self._run(batch, progress)
