@@ -7,6 +7,7 @@ catch a sweep mid-flight) or burn CPU (``work``, matrix products for the scaling
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -28,7 +29,13 @@ class Toy(Model):
         Param("seed", "int", 0, "random seed", low=0),
         Param("offset", "vector", [0.0, 0.0], "offset added to y per output", batchable=True),
         Param("label", "str", "a", "a categorical knob", choices=("a", "b")),
-        Param("fail_at", "float", 1e300, "raise when slope equals this", batchable=True),
+        Param(
+            "fail_at",
+            "float",
+            1e300,
+            "raise when slope equals this (only while RICHLAZY_TOY_FAIL=1: a transient fault)",
+            batchable=True,
+        ),
         Param("nan_at", "float", 1e300, "return NaN when slope equals this", batchable=True),
         Param("sleep", "float", 0.0, "seconds to sleep per call", low=0.0),
         Param("work", "int", 0, "size of matrix products to burn CPU with", low=0),
@@ -41,7 +48,7 @@ class Toy(Model):
 
     def _run(self, batch: Batch, progress: Progress | None) -> xr.Dataset:
         slope = batch["slope"]
-        if np.any(slope == batch["fail_at"]):
+        if os.environ.get("RICHLAZY_TOY_FAIL") == "1" and np.any(slope == batch["fail_at"]):
             raise RuntimeError("requested failure")
         steps = batch["steps"]
         noise = rng(batch["seed"], "noise").standard_normal(steps)

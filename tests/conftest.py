@@ -1,0 +1,69 @@
+"""Shared fixtures: the engine's test model, and running the CLI in-process or as a process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST_MODELS = "tests.engine_models"
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def toy_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Make the `toy` test model visible to this process and to its workers/subprocesses."""
+    monkeypatch.setenv("RICHLAZY_MODELS", TEST_MODELS)
+    path = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{path}" if path else str(ROOT))
+    if str(ROOT) not in sys.path:
+        monkeypatch.syspath_prepend(str(ROOT))
+    return dict(os.environ)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]):
+    """Run `richlazy ARGS...` in this process; returns exit code, stdout and stderr."""
+    from richlazy_cli.cli import run
+
+    def invoke(*args: str) -> CliResult:
+        code = run([str(a) for a in args])
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return invoke
+
+
+def run_process(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 300
+) -> CliResult:
+    """Run `python -m richlazy_cli ARGS...` as a separate process."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "richlazy_cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+    )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def assert_one_line_error(result: CliResult) -> None:
+    """Exit 2, exactly one line on stderr, no traceback."""
+    assert result.code == 2, (result.code, result.err)
+    lines = [line for line in result.err.splitlines() if line.strip()]
+    assert len(lines) == 1, result.err
+    assert "Traceback" not in result.err
+    assert lines[0].startswith("richlazy: error: ")
