@@ -35,8 +35,22 @@ app.add_typer(store_app, name="store")
 out_console = Console(highlight=False, soft_wrap=True)
 
 
-class Failed(Exception):
-    """Finished with failed points (exit 1); the message is printed on stderr."""
+def _click_classes(name: str) -> tuple[type[BaseException], ...]:
+    """An exception class from click and, where typer vendors its own click, from typer."""
+    classes = {getattr(click.exceptions, name)}
+    try:
+        from typer._click import exceptions as vendored
+    except ImportError:  # typer that uses click itself
+        pass
+    else:
+        classes.add(getattr(vendored, name, getattr(click.exceptions, name)))
+    return tuple(classes)
+
+
+_EXITS = (*_click_classes("Exit"), typer.Exit)
+_ABORTS = (*_click_classes("Abort"), typer.Abort)
+_NO_ARGS = _click_classes("NoArgsIsHelpError")
+_USAGE_ERRORS = _click_classes("ClickException")
 
 
 def _version(value: bool) -> None:
@@ -65,8 +79,12 @@ QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing but
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
+_argv: list[str] = []
+
+
 def _command_line() -> list[str]:
-    return ["richlazy", *sys.argv[1:]]
+    """The command as typed, recorded in every result file."""
+    return ["richlazy", *_argv]
 
 
 def _default_output(model: str, action: str) -> Path:
@@ -532,20 +550,22 @@ def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code (never raises)."""
     if threading_is_main():
         signal.signal(signal.SIGTERM, _sigterm)
+    global _argv
+    _argv = list(sys.argv[1:] if argv is None else argv)
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="richlazy", standalone_mode=False)
         return code if isinstance(code, int) else 0
     except BadInput as exc:
         return _error(str(exc), 2)
-    except click.exceptions.Exit as exc:
+    except _EXITS as exc:
         return int(exc.exit_code)
-    except click.exceptions.NoArgsIsHelpError as exc:
-        print(exc.format_message() if hasattr(exc, "format_message") else "", file=sys.stderr)
-        return 2
-    except click.ClickException as exc:
-        return _error(exc.format_message().replace("\n", " "), 2)
-    except (KeyboardInterrupt, click.exceptions.Abort):
+    except _NO_ARGS as exc:  # bare `richlazy` or `richlazy store`: show the help
+        print(exc.format_message())
+        return 0
+    except _USAGE_ERRORS as exc:
+        return _error(" ".join(exc.format_message().split()), 2)
+    except (KeyboardInterrupt, *_ABORTS):
         return _error("interrupted", 130)
     except Exception as exc:  # a bug: one line, and a traceback only when asked for
         if os.environ.get("RICHLAZY_DEBUG"):

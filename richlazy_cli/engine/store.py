@@ -127,8 +127,11 @@ def check_writable(path: Path, force: bool) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise BadInput(f"output folder {folder} does not exist")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise BadInput(f"output folder {folder} is not writable")
+    try:  # a real probe: permission bits do not stop root, read-only mounts do
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError:
+        raise BadInput(f"output folder {folder} is not writable") from None
 
 
 def atomic_write(path: Path, write: Any) -> None:
