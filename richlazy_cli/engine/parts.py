@@ -1,10 +1,11 @@
 """The sidecar folder ``OUT.h5.parts/`` that makes a sweep crash-safe and resumable.
 
-Each finished chunk is written there atomically as ``part-NNNNNN.h5`` (a small HDF5 file
-with the chunk's points, their flat grid indices, status and timing), next to ``manifest.json``
-which pins what the sweep computes (model, action, parameters, grid, shard). A killed sweep
-loses at most the chunks in flight; ``--resume`` reads the parts back, and later parts override
-earlier ones for the same point (that is how ``--retry-failed`` replaces failures).
+Each finished chunk is written there atomically as ``part-NNNNNN.npz`` (uncompressed numpy
+arrays: the chunk's data, flat grid indices, status and timing, with a JSON header for names,
+dimensions and attributes), next to ``manifest.json``, which pins what the sweep computes
+(model, action, parameters, grid, shard). A killed sweep loses at most the chunks in flight;
+``--resume`` reads the parts back, and later parts override earlier ones for the same point
+(that is how ``--retry-failed`` replaces failures).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..models.params import BadInput
+from ..models.params import BadInput, jsonable
 from .chunk import ChunkResult
 from .store import atomic_write
 
@@ -73,7 +74,7 @@ class PartsFolder:
 
     # -- parts ----------------------------------------------------------------------------
     def _files(self) -> list[Path]:
-        return sorted(self.path.glob("part-*.h5"))
+        return sorted(self.path.glob("part-*.npz"))
 
     def _last_sequence(self) -> int:
         files = self._files()
@@ -82,36 +83,61 @@ class PartsFolder:
         return max(int(f.stem.split("-")[1]) for f in files)
 
     def write(self, result: ChunkResult) -> Path:
-        """Write one finished chunk atomically."""
-        target = self.path / f"part-{self._next:06d}.h5"
+        """Write one finished chunk atomically (an uncompressed .npz: fast to write and read)."""
+        target = self.path / f"part-{self._next:06d}.npz"
         self._next += 1
-        data = result.data if result.data is not None else xr.Dataset()
-        ds = data.assign(
-            flat_index=("point", result.indices),
-            point_status=("point", result.status),
-            point_elapsed=("point", result.elapsed),
-        )
-        ds.attrs = {"errors": json.dumps({str(k): v for k, v in result.errors.items()})}
-        atomic_write(target, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"))
+        arrays: dict[str, np.ndarray] = {
+            "flat_index": result.indices,
+            "status": result.status,
+            "elapsed": result.elapsed,
+        }
+        meta: dict[str, Any] = {"errors": {str(k): v for k, v in result.errors.items()}}
+        if result.data is not None:
+            meta["vars"] = {}
+            meta["coords"] = {}
+            for name, item in result.data.data_vars.items():
+                arrays[f"var/{name}"] = item.values
+                meta["vars"][name] = {"dims": list(item.dims), "attrs": jsonable(item.attrs)}
+            for name, item in result.data.coords.items():
+                arrays[f"coord/{name}"] = item.values
+                meta["coords"][name] = {"dims": list(item.dims), "attrs": jsonable(item.attrs)}
+        arrays["meta"] = np.array(json.dumps(meta))
+
+        def dump(tmp: Path) -> None:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, allow_pickle=False, **arrays)
+
+        atomic_write(target, dump)
         return target
 
     def read(self) -> Iterator[ChunkResult]:
         """Every stored chunk, oldest first. A corrupt part is a BadInput."""
         for file in self._files():
             try:
-                with xr.open_dataset(file, engine="h5netcdf") as opened:
-                    ds = opened.load()
-                indices = np.asarray(ds["flat_index"].values, dtype=np.int64)
-                status = np.asarray(ds["point_status"].values, dtype=np.int8)
-                elapsed = np.asarray(ds["point_elapsed"].values, dtype=float)
-                errors = {int(k): v for k, v in json.loads(ds.attrs.get("errors", "{}")).items()}
+                with np.load(file, allow_pickle=False) as npz:
+                    meta = json.loads(str(npz["meta"]))
+                    indices = np.asarray(npz["flat_index"], dtype=np.int64)
+                    status = np.asarray(npz["status"], dtype=np.int8)
+                    elapsed = np.asarray(npz["elapsed"], dtype=float)
+                    data = None
+                    if "vars" in meta:
+                        coords = {
+                            k: xr.Variable(v["dims"], npz[f"coord/{k}"], v["attrs"])
+                            for k, v in meta["coords"].items()
+                        }
+                        data = xr.Dataset(
+                            {
+                                k: xr.Variable(v["dims"], npz[f"var/{k}"], v["attrs"])
+                                for k, v in meta["vars"].items()
+                            },
+                            coords=coords,
+                        )
+                errors = {int(k): v for k, v in meta["errors"].items()}
             except Exception:
                 raise BadInput(
                     f"{file} is corrupt; delete it to recompute its points, or use --force"
                 ) from None
-            data = ds.drop_vars(["flat_index", "point_status", "point_elapsed"])
-            data.attrs = {}
-            yield ChunkResult(indices, data if data.data_vars else None, status, elapsed, errors)
+            yield ChunkResult(indices, data, status, elapsed, errors)
 
     def status(self, size: int) -> np.ndarray:
         """Latest status of every point (-1 where no part has it)."""
