@@ -8,7 +8,10 @@ STAMP  := $(VENV)/.installed
 RICHLAZY := $(BIN)/richlazy
 JOBS   ?= 2
 
-.PHONY: install demo test test-slow lint bench clean help
+RESULTS := results
+REPORTS := reports
+
+.PHONY: install demo test test-slow lint bench clean help fig3 fig1b-small fig1a azulay-small
 
 help:
 	@echo "make install   create .venv and install richlazy (editable, all extras)"
@@ -16,6 +19,8 @@ help:
 	@echo "make test      install, then run the test suite"
 	@echo "make lint      ruff"
 	@echo "make bench     run the benchmark scripts in bench/"
+	@echo "make fig3      single-neuron theory against simulation -> reports/fig3/index.html"
+	@echo "make fig1b-small  two-layer (tau, delta) phase diagram -> reports/fig1b-small/"
 
 install: $(STAMP)
 
@@ -25,8 +30,41 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dask,dev]'
 	touch $(STAMP)
 
-demo: install
-	$(BIN)/python -m richlazy_cli.demo
+# -- the figure pipeline: jobs/*.toml -> results/*.h5 -> reports/<name>/index.html ----------
+# Make's timestamps rebuild only what is out of date (a changed job file reruns its sweep).
+$(RESULTS)/%.h5: jobs/%.toml | $(STAMP)
+	@mkdir -p $(dir $@)
+	$(RICHLAZY) sweep -c $< -o $@ --force
+
+$(REPORTS)/%/index.html: $(RESULTS)/%.h5
+	$(RICHLAZY) report $< -o $(REPORTS)/$* -q
+	@echo "report: $@"
+
+$(RESULTS)/fig3.h5: jobs/single-neuron-delta.toml | $(STAMP)
+	$(RICHLAZY) sweep -c $< -o $@ --force
+
+fig3: $(REPORTS)/fig3/index.html
+fig1b-small: $(REPORTS)/fig1b-small/index.html
+fig1a: $(REPORTS)/fig1a/index.html
+azulay-small: $(REPORTS)/azulay-diagonal-small/index.html
+
+# -- the demo: a small two-layer (tau, delta) sweep and the single-neuron delta sweep ---------
+DEMO_RESULTS := $(RESULTS)/demo/two-layer.h5 $(RESULTS)/demo/single-neuron-delta.h5
+
+$(RESULTS)/demo/two-layer.h5: jobs/demo-two-layer.toml | $(STAMP)
+	@mkdir -p $(dir $@)
+	$(RICHLAZY) sweep -c $< -o $@ --jobs $(JOBS) --force
+
+$(RESULTS)/demo/single-neuron-delta.h5: jobs/single-neuron-delta.toml | $(STAMP)
+	@mkdir -p $(dir $@)
+	$(RICHLAZY) sweep -c $< -o $@ --jobs $(JOBS) --force
+
+$(REPORTS)/demo/index.html: $(DEMO_RESULTS)
+	$(RICHLAZY) report $^ -o $(REPORTS)/demo -q
+
+demo: install $(REPORTS)/demo/index.html
+	@echo "results: $(DEMO_RESULTS)"
+	@echo "report:  $(REPORTS)/demo/index.html"
 
 test: install
 	$(BIN)/python -m pytest -q
