@@ -606,3 +606,39 @@ def test_package_runs_as_module_and_console_script(tmp_path) -> None:
         out = subprocess.run([str(script), "--version"], capture_output=True, text=True)
         assert out.stdout == version.stdout
     assert os.access(ROOT / ".ci" / "run", os.X_OK)
+
+
+def test_slurm_template_runs_shards_and_merge(tmp_path, reference, toy_env) -> None:
+    """jobs/slurm/sweep-array.sbatch, run by bash as SLURM would: 3 array tasks, then the merge."""
+    script = ROOT / "jobs" / "slurm" / "sweep-array.sbatch"
+    console = Path(sys.executable).parent / "richlazy"
+    if not console.exists():
+        pytest.skip("the richlazy console script is not installed next to this Python")
+    job = tmp_path / "job.toml"
+    job.write_text(
+        'action = "solve"\nmodel = "toy"\n[grid]\nslope = "linspace(0,1,5)"\n'
+        'seed = "range(3)"\noffset = "[[0,1],[1,0]]"\n'
+    )
+    env = dict(
+        toy_env,
+        RICHLAZY=str(console),
+        JOB=str(job),
+        OUT=str(tmp_path / "swept"),
+        SLURM_ARRAY_TASK_MIN="1",
+        SLURM_ARRAY_TASK_MAX="3",
+        SLURM_CPUS_PER_TASK="1",
+    )
+    for task in ("1", "2", "3"):
+        proc = subprocess.run(
+            ["bash", str(script)],
+            env=dict(env, SLURM_ARRAY_TASK_ID=task),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run(
+        ["bash", str(script)], env=dict(env, MERGE="1"), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert_bitwise(reference, tmp_path / "swept.h5")
