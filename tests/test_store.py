@@ -1,0 +1,89 @@
+"""Store and engine internals: atomic writes, grid parsing, sharding, progress output."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from richlazy_cli.engine.grid import Shard, parse_shard, shard_from_env
+from richlazy_cli.engine.progress import Reporter
+from richlazy_cli.engine.store import atomic_write, write_result
+from richlazy_cli.models.params import BadInput
+
+
+def test_interrupted_write_leaves_the_old_file_and_no_debris(tmp_path: Path) -> None:
+    out = tmp_path / "r.h5"
+    xr.Dataset({"x": ("a", np.arange(3.0), {"long_name": "x"})}).to_netcdf(out, engine="h5netcdf")
+    before = out.read_bytes()
+
+    def failing(tmp: Path) -> None:
+        tmp.write_bytes(b"half a file")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        atomic_write(out, failing)
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.h5"]
+
+
+def test_write_result_refuses_existing_file(tmp_path: Path) -> None:
+    out = tmp_path / "r.h5"
+    ds = xr.Dataset({"x": ("a", np.arange(3.0), {"long_name": "x"})})
+    write_result(ds, out)
+    with pytest.raises(BadInput, match="--force"):
+        write_result(ds, out)
+    write_result(ds * 2, out, force=True)
+    with xr.open_dataset(out, engine="h5netcdf") as back:
+        np.testing.assert_array_equal(back["x"].values, [0.0, 2.0, 4.0])
+
+
+@pytest.mark.parametrize("size,count", [(30, 3), (31, 4), (5, 8), (1, 1)])
+def test_shards_partition_the_grid_in_balance(size: int, count: int) -> None:
+    parts = [Shard(k, count).select(size) for k in range(1, count + 1)]
+    joined = np.sort(np.concatenate(parts))
+    np.testing.assert_array_equal(joined, np.arange(size))
+    sizes = [len(p) for p in parts]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_shard_parsing_and_slurm_variables() -> None:
+    assert parse_shard("2/8") == Shard(2, 8)
+    for bad in ("0/3", "4/3", "1/0", "a/b", "3"):
+        with pytest.raises(BadInput):
+            parse_shard(bad)
+    assert shard_from_env({}) is None
+    assert shard_from_env(
+        {"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "7"}
+    ) == Shard(1, 8)
+    assert shard_from_env(
+        {"SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_TASK_MIN": "1"}
+    ) == Shard(4, 4)
+    with pytest.raises(BadInput):
+        shard_from_env({"SLURM_ARRAY_TASK_ID": "x", "SLURM_ARRAY_TASK_COUNT": "4"})
+
+
+def test_progress_on_a_terminal_is_a_bar_with_rate_and_eta() -> None:
+    stream = io.StringIO()
+    with Reporter(10, "toy solve", stream=stream, terminal=True) as reporter:
+        reporter.advance(4)
+        reporter.advance(6)
+    text = stream.getvalue()
+    assert "toy solve" in text and "10/10" in text and "pt/s" in text
+
+
+def test_progress_lines_are_rate_limited() -> None:
+    stream = io.StringIO()
+    with Reporter(1000, "x", stream=stream, terminal=False, interval=3600) as reporter:
+        for _ in range(100):
+            reporter.advance(10)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2  # the first update and the closing line
+    assert "1000/1000 points" in lines[-1] and "ETA" in lines[-1]
+    quiet = io.StringIO()
+    with Reporter(10, "x", stream=quiet, quiet=True, terminal=True) as reporter:
+        reporter.advance(10)
+    assert quiet.getvalue() == ""
