@@ -76,6 +76,18 @@ class Grid:
         index = np.unravel_index(flat, self.shape) if self.dims else ()
         return {d.name: d.values[int(i)] for d, i in zip(self.dims, index, strict=True)}
 
+    def points(self, flats: np.ndarray | Sequence[int]) -> list[dict[str, Any]]:
+        """The grid values of many points at once (vectorised :meth:`point`)."""
+        flats = np.asarray(flats, dtype=np.int64)
+        if not self.dims:
+            return [{} for _ in flats]
+        index = np.unravel_index(flats, self.shape)
+        columns = [
+            [d.values[i] for i in idx.tolist()] for d, idx in zip(self.dims, index, strict=True)
+        ]
+        names = self.names
+        return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
+
     def label(self, flat: int) -> dict[str, Any]:
         """A JSON-friendly description of a point, for messages and the errors attribute."""
         return {k: jsonable(v) for k, v in self.point(flat).items()}

@@ -116,18 +116,19 @@ class Job:
             job.recorded = job.values(0)
         return job
 
-    def values(self, flat: int) -> dict[str, Any]:
+    def values(self, flat: int, point: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Every parameter of one point (base overlaid with its grid values), checked."""
         values = dict(self.base)
-        values.update(self.grid.point(flat))
+        values.update(self.grid.point(flat) if point is None else point)
         self.model.check(self.action, values)
         return values
 
     def validate_points(self) -> None:
         """Check every point; the first bad one is reported with its grid values."""
-        for flat in range(max(self.grid.size, 1)):
+        size = max(self.grid.size, 1)
+        for flat, point in enumerate(self.grid.points(np.arange(size))):
             try:
-                self.values(flat)
+                self.values(flat, point)
             except BadInput as exc:
                 if not self.grid.dims:
                     raise
@@ -137,18 +138,21 @@ class Job:
     def cost(self, indices: np.ndarray) -> float:
         return float(sum(self.model.cost(self.values(int(i))) for i in indices))
 
-    def batch_key(self, flat: int) -> tuple[str, ...]:
-        """Points with the same key may share one vectorised batch."""
-        point = self.grid.point(flat)
-        return tuple(
-            repr(point[name]) for name in self.grid.names if not self.model.param(name).batchable
-        )
-
     def chunks(self, indices: np.ndarray, chunk_size: int) -> Iterator[np.ndarray]:
-        """Cut ``indices`` into chunks of at most ``chunk_size`` batch-compatible points."""
-        groups: dict[tuple[str, ...], list[int]] = {}
-        for i in indices:
-            groups.setdefault(self.batch_key(int(i)), []).append(int(i))
+        """Cut ``indices`` into chunks of at most ``chunk_size`` batch-compatible points.
+
+        Points share a chunk only when they agree on every non-batchable grid parameter.
+        """
+        fixed = [k for k, d in enumerate(self.grid.dims) if not self.model.param(d.name).batchable]
+        indices = np.asarray(indices, dtype=np.int64)
+        groups: dict[tuple[int, ...], list[int]] = {}
+        if fixed and indices.size:
+            index = np.unravel_index(indices, self.grid.shape)
+            keys = zip(*(index[k].tolist() for k in fixed), strict=True)
+            for i, key in zip(indices.tolist(), keys, strict=True):
+                groups.setdefault(key, []).append(i)
+        else:
+            groups[()] = indices.tolist()
         for members in groups.values():
             arr = np.asarray(members, dtype=np.int64)
             for start in range(0, arr.size, chunk_size):

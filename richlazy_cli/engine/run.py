@@ -132,12 +132,10 @@ def dispatch(job: Job, chunks: list[np.ndarray], opts: RunOptions) -> Iterator[C
     base = job.base
     args = (job.model.name, job.action)
     jobs = opts.jobs or default_jobs()
-    tasks = (
-        delayed(compute_chunk)(*args, base, [job.grid.point(int(i)) for i in c], c) for c in chunks
-    )
+    tasks = (delayed(compute_chunk)(*args, base, job.grid.points(c), c) for c in chunks)
     if opts.backend == "loky" and (jobs == 1 or len(chunks) == 1):
         for c in chunks:
-            yield compute_chunk(*args, base, [job.grid.point(int(i)) for i in c], c)
+            yield compute_chunk(*args, base, job.grid.points(c), c)
         return
     if opts.backend == "dask":
         with dask_client(opts.scheduler, jobs, opts.worker_timeout):

@@ -84,7 +84,7 @@ class Batch:
                 values[name] = _stack([pt[name] for pt in points], name)
             else:
                 for pt in points[1:]:
-                    if not values_equal(pt[name], value):
+                    if pt[name] is not value and not values_equal(pt[name], value):
                         raise ValueError(f"non-batchable parameter {name} differs within a batch")
                 values[name] = value
         return cls(size=len(points), values=values, batchable=batchable)
