@@ -7,6 +7,7 @@ DESIGN.md §4); nothing binary is checked in.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -18,12 +19,14 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 import xarray as xr
+from matplotlib.collections import QuadMesh
+from matplotlib.colors import LogNorm, to_rgb
 
 from richlazy_cli.models.params import BadInput
 from richlazy_cli.report import build_report, summary_table
 from richlazy_cli.report.data import ResultFile, is_log_spaced
-from richlazy_cli.report.figures import draw_lines, draw_phase
-from richlazy_cli.report.style import save, style
+from richlazy_cli.report.figures import draw_lines, draw_phase, draw_theory
+from richlazy_cli.report.style import is_magnitude, save, style, value_scale
 
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-"}
 RICHLAZY = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "richlazy"
@@ -170,7 +173,7 @@ class _Links(HTMLParser):
 
 def check_report(out: Path, summary: dict[str, Any], fmt: str = "png") -> None:
     """Figures exist and are valid, links resolve, summary.json is what was returned."""
-    assert json.loads((out / "summary.json").read_text()) == summary
+    assert json.loads((out / "summary.json").read_text(encoding="utf-8")) == summary
     assert summary["figures"]
     for fig in summary["figures"]:
         path = out / fig["file"]
@@ -184,7 +187,7 @@ def check_report(out: Path, summary: dict[str, Any], fmt: str = "png") -> None:
             assert float(np.var(mpimg.imread(path)[..., :3])) > 0.0
         assert fig["caption"] and fig["source"]
     parser = _Links()
-    parser.feed((out / "index.html").read_text())
+    parser.feed((out / "index.html").read_text(encoding="utf-8"))
     files = {f["file"] for f in summary["figures"]}
     assert files <= set(parser.links)  # every figure is on the page
     for link in parser.links:
@@ -215,8 +218,41 @@ def test_auto_phase_sweep(phase_file: Path, tmp_path: Path) -> None:
     for text in ("two-layer", "train", "d = 20", "logspace(-1,1,5)", "2026-11-29T18:00:00Z",
                  str(phase_file)):
         assert text in cap, text
+    assert "over tau and delta" in cap  # default axes: the first two grid dimensions
+    assert "step = 1000 (last)" in cap and "mean over 2 seeds" in cap
     table = summary_table(summary)
     assert table.row_count == 2
+
+
+def test_colour_scales_and_labels(phase_file: Path, theory_file: Path) -> None:
+    rf = ResultFile.load(phase_file)
+    with style():
+        signed = draw_phase(rf, "align", "tau", "delta", {}, "mean")
+        loss = draw_phase(rf, "loss", "tau", "delta", {}, "mean", contours=True)
+    mesh = next(c for c in signed.fig.axes[0].collections if isinstance(c, QuadMesh))
+    assert mesh.get_cmap().name == "RdBu_r" and mesh.norm.vcenter == 0.0  # signed: diverging
+    assert -mesh.norm.vmin == mesh.norm.vmax  # centred at 0
+    assert signed.fig.axes[1].get_ylabel() == "alignment [rad]"  # colour bar: long_name [units]
+    mesh = next(c for c in loss.fig.axes[0].collections if isinstance(c, QuadMesh))
+    assert mesh.get_cmap().name == "viridis" and isinstance(mesh.norm, LogNorm)
+    with xr.open_dataset(phase_file, engine="h5netcdf") as ds:  # the same cells, directly
+        direct = ds["loss"].where(ds["status"] == 0).isel(step=-1).mean("seed").load()
+    drawn = np.ma.asarray(mesh.get_array()).reshape(len(DELTA), len(TAU))
+    np.testing.assert_array_equal(drawn.filled(np.nan), direct.transpose("delta", "tau").values)
+    assert len(loss.fig.axes[0].collections) > 1  # contour lines drawn
+    # a distance with rounding-level negative values stays sequential
+    norm, cmap = value_scale(np.array([-1e-17, 0.2, 0.5]), is_magnitude("kernel_distance"))
+    assert cmap == "viridis" and norm.vmin == -1e-17
+    assert value_scale(np.array([-1e-17, 0.2, 0.5]))[1] == "RdBu_r"
+    assert is_magnitude("x", "training loss") and not is_magnitude("align", "alignment")
+    rf = ResultFile.load(theory_file)
+    with style():
+        drawn = draw_theory(rf, "beta", "time", "delta", {}, "mean")
+    lines = drawn.fig.axes[0].lines
+    exact = [ln for ln in lines if ln.get_linestyle() == "--"]
+    assert len(exact) == len(DELTAS) and len(lines) == 2 * len(DELTAS)
+    assert all(to_rgb(ln.get_color()) == (0.0, 0.0, 0.0) for ln in exact)
+    assert "max |exact − numeric| = " in drawn.fig.axes[0].get_title()
 
 
 def test_summary_numbers_equal_direct_xarray(phase_file: Path, theory_file: Path,
@@ -250,7 +286,7 @@ def test_failed_points_are_missing_and_hatched_grey(phase_file: Path, tmp_path: 
         png = tmp_path / "p.png"
         save(drawn.fig, png, "png")
     ax = drawn.fig.axes[0]
-    mesh = next(c for c in ax.collections if c.__class__.__name__ == "QuadMesh")
+    mesh = next(c for c in ax.collections if isinstance(c, QuadMesh))
     z = np.ma.asarray(mesh.get_array()).reshape(len(DELTA), len(TAU))  # rows: delta
     # every seed failed at ERRORED -> missing; one seed failed at DIVERGED -> the other seed
     assert z.mask[ERRORED[1], ERRORED[0]]
@@ -265,7 +301,7 @@ def test_failed_points_are_missing_and_hatched_grey(phase_file: Path, tmp_path: 
 
     def pixel(i_tau: int, i_delta: int) -> np.ndarray:
         px, py = ax.transData.transform((TAU[i_tau], DELTA[i_delta]))
-        return image[int(round(height - py)), int(round(px))]
+        return image[round(height - py), round(px)]
 
     grey = pixel(ERRORED[0], ERRORED[1])
     assert np.ptp(grey) < 0.02 and 0.4 < grey[0] < 0.95
@@ -320,6 +356,18 @@ def test_auto_lines_and_log_detection(lines_file: Path, phase_file: Path, tmp_pa
     with style():
         drawn = draw_lines(rf, "error", "n", None, {}, "mean", "lines")
     assert drawn.fig.axes[0].get_xscale() == "log"
+    def bare(values: Any, spacing: str | None = None) -> ResultFile:
+        attrs = {"long_name": "v"} | ({"spacing": spacing} if spacing else {})
+        ds = xr.Dataset(coords={"v": ("v", np.asarray(values), attrs)})
+        return ResultFile(Path("x.h5"), "x", ds, "m", "train", {}, {"v": "spec"}, "")
+
+    rounded = np.unique(np.round(np.logspace(0, np.log10(300), 10))).astype(int)  # 1, 2, 4, ...
+    assert is_log_spaced(bare(np.concatenate([[0], rounded])), "v")
+    assert is_log_spaced(bare([10, 20, 50, 100], "list"), "v")
+    assert not is_log_spaced(bare(np.linspace(0, 300, 11)), "v")
+    assert not is_log_spaced(bare(np.linspace(0.1, 1, 10)), "v")  # a decade, but arithmetic
+    assert not is_log_spaced(bare(np.logspace(-1, 1, 5), "linear"), "v")  # the attribute rules
+    assert not is_log_spaced(bare(["a", "b", "c"]), "v")
     tl = ResultFile.load(phase_file)
     assert is_log_spaced(tl, "tau") and not is_log_spaced(tl, "delta")
     with style():
@@ -371,8 +419,7 @@ def test_output_is_deterministic(phase_file: Path, tmp_path: Path) -> None:
 def test_bad_options(phase_file: Path, tmp_path: Path, kwargs: dict[str, Any], message: str
                      ) -> None:
     out = tmp_path / "rep"
-    with pytest.raises(BadInput, match="^" + message.replace("(", r"\(").replace(".", r"\.")
-                       .replace("+", r"\+").replace("*", r"\*")) as info:
+    with pytest.raises(BadInput, match="^" + re.escape(message)) as info:
         build_report([phase_file], out, **kwargs)
     assert "\n" not in str(info.value)
     assert not out.exists()  # nothing written
@@ -394,8 +441,42 @@ def test_bad_files(tmp_path: Path) -> None:
 
 
 def test_scaling_kind_delegates(phase_file: Path, tmp_path: Path) -> None:
-    pytest.importorskip("richlazy_cli.report.scaling")
-    pytest.skip("scaling figures need a hermite result; covered by the hermite engineer")
+    """--kind scaling hands the (masked) file to report/scaling.py and lists what it drew."""
+    scaling = pytest.importorskip("richlazy_cli.report.scaling")
+    m = np.array([2, 4, 8, 16, 32])
+    t = np.concatenate([[0.0], np.logspace(-1, 3, 41)])
+    mm, tt, ss = np.meshgrid(m, t, [0, 1], indexing="ij")
+    loss = (1.0 / (1.0 + tt) + 0.5 / mm) * (1.0 + 0.01 * ss)  # (m, time, seed)
+    loss = loss.transpose(0, 2, 1)  # (m, seed, time)
+    status = np.zeros((5, 2), dtype=np.int8)
+    status[2, 1] = 2
+    loss[2, 1] = 1e30  # garbage at a failed point: must not reach the fits
+    path = write(
+        tmp_path / "hm.h5",
+        grid={"m": (*coord(m, "student width", "", "list"), "2,4,8,16,32"),
+              "seed": (*coord([0, 1], "seed", "", "list"), "range(2)")},
+        own={"time": coord(t, "time")},
+        data={"loss": (("m", "seed", "time"), loss, "population loss", "")},
+        status=status, model="hermite", action="solve", params={"beta": 1.5, "P": 64},
+    )
+    out = tmp_path / "rep"
+    summary = build_report([path], out, kind="scaling")
+    check_report(out, summary)
+    assert {f["kind"] for f in summary["figures"]} == {"scaling"}
+    clean = loss.copy()
+    clean[2, 1] = np.nan
+    ds = xr.open_dataset(path, engine="h5netcdf").load()
+    ds["loss"] = (("m", "seed", "time"), clean)
+    expected = json.loads(json.dumps(scaling._clean(scaling.fit_scaling(ds))))
+    raw = xr.open_dataset(path, engine="h5netcdf").load()
+    assert json.loads(json.dumps(scaling._clean(scaling.fit_scaling(raw)))) != expected
+    assert sum(len(f["fits"]) for f in summary["figures"]) == 3
+    for fig in summary["figures"]:
+        for what, fit in fig["fits"].items():
+            assert fit == expected[what], what
+    with pytest.raises(BadInput, match=re.escape("--kind scaling does not apply to tl.h5")):
+        build_report([phase_file], tmp_path / "bad", kind="scaling")
+    assert not (tmp_path / "bad").exists()
 
 
 @pytest.mark.skipif(not RICHLAZY.exists() or shutil.which("true") is None,
@@ -409,10 +490,45 @@ def test_report_of_a_real_sweep(tmp_path: Path) -> None:
     if run.returncode != 0 and "unknown model" in run.stderr:
         pytest.skip("the single-neuron model is not registered yet")
     assert run.returncode == 0, run.stderr
-    summary = build_report([out], tmp_path / "rep", variables=["loss", "beta"])
-    check_report(tmp_path / "rep", summary)
+    rep = tmp_path / "rep"
+    run = subprocess.run(
+        [str(RICHLAZY), "report", str(out), "-o", str(rep), "--var", "loss", "--var", "beta"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().splitlines()[-1] == str(rep / "index.html")
+    summary = json.loads((rep / "summary.json").read_text(encoding="utf-8"))
+    check_report(rep, summary)
     assert {f["kind"] for f in summary["figures"]} == {"theory"}
     for name, s in summary["variables"]["sweep"].items():
         da = direct_extremes(out, name)
         if s["min"] is not None:
             assert s["min"] == float(da.min()) and s["max"] == float(da.max())
+
+
+@pytest.mark.skipif(not RICHLAZY.exists(), reason="the richlazy CLI is not installed yet")
+def test_cli_bad_inputs_exit_2_with_one_line(phase_file: Path, tmp_path: Path) -> None:
+    """`richlazy report` on each bad input: exit code 2, one line on stderr, nothing written."""
+    text = tmp_path / "notes.h5"
+    text.write_text("not HDF5\n")
+    foreign = tmp_path / "foreign.h5"
+    with h5py.File(foreign, "w") as fh:
+        fh["x"] = np.arange(3.0)
+    cases = {
+        "not HDF5": ([str(text)], "is not an HDF5 file"),
+        "not richlazy": ([str(foreign)], "not a richlazy result"),
+        "--var": ([str(phase_file), "--var", "nope"], "--var nope: no such variable"),
+        "--x": ([str(phase_file), "--x", "nope"], "--x nope: not a dimension"),
+        "--at": ([str(phase_file), "--at", "tau=0.123"], "--at tau=0.123: not on the grid"),
+    }
+    procs = {
+        name: subprocess.Popen([str(RICHLAZY), "report", *args, "-o", str(tmp_path / name)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, (args, _) in cases.items()
+    }  # concurrently: each process spends most of its time importing
+    for name, proc in procs.items():
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 2, (name, stderr)
+        assert len(stderr.strip().splitlines()) == 1, (name, stderr)
+        assert cases[name][1] in stderr, (name, stderr)
+        assert not (tmp_path / name).exists()

@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -196,7 +197,9 @@ def open_result(path: Path, load: bool = True) -> xr.Dataset:
     if not is_hdf5(path):
         raise BadInput(f"{path} is not an HDF5 file")
     try:
-        ds = xr.open_dataset(path, engine="h5netcdf")
+        with warnings.catch_warnings():  # h5netcdf warns about foreign files; we say it once
+            warnings.simplefilter("ignore")
+            ds = xr.open_dataset(path, engine="h5netcdf")
         if load:
             ds.load()
             ds.close()

@@ -1,0 +1,399 @@
+"""``build_report``: result files in, figures + ``index.html`` + ``summary.json`` out.
+
+Everything the user typed is validated before anything is written (a bad input raises
+:class:`~richlazy_cli.models.params.BadInput` with one line and leaves ``out_dir`` untouched):
+the files (HDF5 written by richlazy), ``kind``, ``fmt``, ``reduce``, each ``--var`` (a
+variable of at least one input), ``--x``/``--y`` (a numeric dimension of at least one input),
+each ``--at DIM=VALUE`` (a dimension of at least one input, and a value on the grid of every
+input that has that dimension).
+
+What ``kind="auto"`` draws for each file and variable (issue 5, item 2):
+
+* **phase** — the file has two or more numeric grid dimensions besides ``seed`` (or ``--x``
+  and ``--y`` are both given) and the variable has both axes;
+* **theory** — the variable has a ``method`` dimension (x: ``--x``, else ``step``/``time``,
+  else its first grid dimension);
+* **curves** — the variable has a ``step``/``time`` dimension and no ``method`` dimension;
+* **lines** — the file has exactly one numeric grid dimension besides ``seed`` and the
+  variable has it and no ``method`` dimension.
+
+An explicit ``kind`` draws only that kind and is a BadInput for a file where it does not apply.
+Figures are named ``<stem>-<kind>-<var>.<fmt>``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..models.params import BadInput, jsonable
+from .data import REDUCTIONS, ResultFile, format_value, resolve_at
+from .figures import Drawn, draw_lines, draw_phase, draw_theory
+from .html import render_index
+from .style import FORMATS, save, style
+from .summary import variable_stats
+
+KINDS = ("auto", "phase", "curves", "theory", "scaling", "lines")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]")
+
+
+@dataclass
+class Plan:
+    """One figure to draw."""
+
+    kind: str
+    rf: ResultFile
+    var: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+# -- validation -----------------------------------------------------------------------------
+def _load_all(inputs: Sequence[Path]) -> list[ResultFile]:
+    files: list[ResultFile] = []
+    seen: dict[str, int] = {}
+    for path in inputs:
+        stem = Path(path).stem
+        seen[stem] = seen.get(stem, 0) + 1
+        if seen[stem] > 1:
+            stem = f"{stem}-{seen[stem]}"
+        files.append(ResultFile.load(Path(path), stem))
+    return files
+
+
+def _where(files: list[ResultFile]) -> str:
+    return files[0].path.name if len(files) == 1 else "any input"
+
+
+def _check_names(
+    files: list[ResultFile],
+    variables: list[str] | None,
+    x: str | None,
+    y: str | None,
+    at: dict[str, str],
+) -> None:
+    for name in variables or []:
+        if not any(name in rf.ds.data_vars for rf in files):
+            known = sorted({v for rf in files for v in rf.variables})
+            raise BadInput(f"--var {name}: no such variable in {_where(files)} "
+                           f"(variables: {', '.join(known)})")
+    dims = sorted({str(d) for rf in files for d in rf.ds.dims})
+    for option, dim in (("--x", x), ("--y", y)):
+        if dim is None:
+            continue
+        if not any(dim in rf.ds.dims for rf in files):
+            raise BadInput(f"{option} {dim}: not a dimension of {_where(files)} "
+                           f"(dimensions: {', '.join(dims)})")
+        if not all(rf.is_numeric(dim) for rf in files if dim in rf.ds.dims):
+            raise BadInput(f"{option} {dim}: the values of {dim} are not numbers")
+    if x is not None and x == y:
+        raise BadInput(f"--x and --y are both {x}")
+    for dim, value in at.items():
+        if not any(dim in rf.ds.dims for rf in files):
+            raise BadInput(f"--at {dim}={value}: {dim} is not a dimension of {_where(files)} "
+                           f"(dimensions: {', '.join(dims)})")
+        if dim in (x, y):
+            raise BadInput(f"--at {dim}={value}: {dim} is also an axis (--x/--y)")
+
+
+# -- planning -------------------------------------------------------------------------------
+def _phase_axes(
+    rf: ResultFile, x: str | None, y: str | None, at: dict[str, int]
+) -> tuple[str, str] | None:
+    rest = [d for d in rf.phase_dims if d not in at and d not in (x, y)]
+    ax_x = x if x is not None and x in rf.ds.dims else None
+    ax_y = y if y is not None and y in rf.ds.dims else None
+    if ax_x is None and rest:
+        ax_x = rest.pop(0)
+    if ax_y is None and rest:
+        ax_y = rest.pop(0)
+    return (ax_x, ax_y) if ax_x is not None and ax_y is not None else None
+
+
+def _group(rf: ResultFile, dims: tuple[str, ...], used: tuple[str, ...], at: dict[str, int]
+           ) -> str | None:
+    """The first grid dimension (not seed) of the variable that is free to label lines."""
+    for d in rf.grid_dims:
+        if d in dims and d != "seed" and d not in used and d not in at and rf.ds.sizes[d] > 1:
+            return d
+    return None
+
+
+def _theory_x(rf: ResultFile, name: str, x: str | None, at: dict[str, int]) -> str | None:
+    dims = rf.ds[name].dims
+    if x is not None and x in dims:
+        return x
+    tdim = rf.time_dim(name)
+    if tdim is not None:
+        return tdim
+    return next((d for d in rf.phase_dims if d in dims and d not in at), None)
+
+
+def _plan_file(
+    rf: ResultFile, kind: str, names: list[str], x: str | None, y: str | None,
+    at: dict[str, int],
+) -> list[Plan]:
+    plans: list[Plan] = []
+    axes = _phase_axes(rf, x, y, at)
+    free = [d for d in rf.phase_dims if d not in at]
+    for name in names:
+        dims = tuple(str(d) for d in rf.ds[name].dims)
+        has_method = "method" in dims
+        tdim = rf.time_dim(name)
+        if kind in ("auto", "phase") and axes is not None and set(axes) <= set(dims):
+            if kind == "phase" or len(free) >= 2 or (x is not None and y is not None):
+                plans.append(Plan("phase", rf, name, {"x": axes[0], "y": axes[1]}))
+        if kind in ("auto", "theory") and has_method:
+            tx = _theory_x(rf, name, x, at)
+            if tx is not None:
+                group = _group(rf, dims, (tx,), at)
+                plans.append(Plan("theory", rf, name, {"x": tx, "group": group}))
+        if kind == "curves" or (kind == "auto" and not has_method):
+            cx = x if kind == "curves" and x is not None and x in dims else tdim
+            if cx is not None:
+                plans.append(Plan("curves", rf, name,
+                                  {"x": cx, "group": _group(rf, dims, (cx,), at)}))
+        if kind == "lines" or (kind == "auto" and len(free) == 1 and not has_method):
+            lx = x if x is not None and x in dims else (free[0] if len(free) == 1 else None)
+            if lx is not None and lx in dims:
+                plans.append(Plan("lines", rf, name, {"x": lx, "group": None}))
+    if kind not in ("auto", "scaling") and not plans:
+        raise BadInput(f"--kind {kind} does not apply to {rf.path.name}: " + _why(rf, kind))
+    return plans
+
+
+def _why(rf: ResultFile, kind: str) -> str:
+    if kind == "phase":
+        return (f"it needs two numeric grid dimensions (grid: "
+                f"{', '.join(rf.grid_dims) or 'none'}), or --x and --y")
+    if kind == "theory":
+        return "no variable has a method dimension"
+    if kind == "curves":
+        return "no variable has a step or time dimension"
+    return "it needs one numeric grid dimension"
+
+
+# -- captions -------------------------------------------------------------------------------
+def changed_params(rf: ResultFile) -> tuple[dict[str, Any], bool]:
+    """Parameters whose value in the file differs from the model's default (grid ones aside).
+
+    Returns (parameters, whether the defaults were known). If the model is not registered in
+    this installation every non-grid parameter is returned.
+    """
+    given = {k: v for k, v in rf.params.items() if k not in rf.grid}
+    try:
+        from ..models.base import get_model
+
+        defaults = get_model(rf.model).defaults()
+    except Exception:  # an unknown model, or one that fails to import: show everything
+        return given, False
+    return {k: v for k, v in given.items() if k not in defaults or jsonable(defaults[k]) != v}, True
+
+
+def _compact(value: Any) -> str:
+    text = json.dumps(value) if isinstance(value, list | dict) else format_value(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def provenance_fields(rf: ResultFile) -> dict[str, str]:
+    """Label -> text: what each caption and the HTML section say about the file."""
+    changed, known = changed_params(rf)
+    params = ", ".join(f"{k} = {_compact(v)}" for k, v in sorted(changed.items())) or "none"
+    counts = rf.point_counts()
+    fields = {
+        "model": rf.model,
+        "action": rf.action,
+        ("parameters differing from defaults" if known else "parameters"): params,
+        "grid": ", ".join(f"{k} = {v}" for k, v in rf.grid.items()) or "none (single run)",
+    }
+    if counts["total"]:
+        fields["points"] = (f"{counts['ok']} of {counts['total']} ok, {counts['failed']} failed, "
+                            f"{counts['missing']} not computed")
+    fields["created"] = rf.created
+    fields["source"] = str(rf.path)
+    return fields
+
+
+def caption(drawn_description: str, notes: list[str], missing: int, fields: dict[str, str]
+            ) -> str:
+    text = drawn_description[0].upper() + drawn_description[1:]
+    if notes:
+        text += f" ({'; '.join(notes)})"
+    text += "."
+    if missing:
+        text += f" {missing} missing value{'s' if missing != 1 else ''} (failed or not computed)"
+        text += " shown as gaps or hatched grey."
+    text += " " + "; ".join(f"{k}: {v}" for k, v in fields.items()) + "."
+    return text
+
+
+# -- drawing --------------------------------------------------------------------------------
+def _draw(plan: Plan, at: dict[str, int], reduce: str, contours: bool) -> Drawn:
+    a = plan.args
+    if plan.kind == "phase":
+        return draw_phase(plan.rf, plan.var, a["x"], a["y"], at, reduce, contours)
+    if plan.kind == "theory":
+        return draw_theory(plan.rf, plan.var, a["x"], a["group"], at, reduce)
+    return draw_lines(plan.rf, plan.var, a["x"], a["group"], at, reduce, plan.kind)
+
+
+def figure_name(stem: str, kind: str, var: str, fmt: str) -> str:
+    return f"{_UNSAFE.sub('_', stem)}-{kind}-{_UNSAFE.sub('_', var)}.{fmt}"
+
+
+def _scaling_module() -> Any:
+    try:
+        from . import scaling
+    except ModuleNotFoundError as exc:
+        if exc.name in (f"{__package__}.scaling", "scaling"):
+            raise BadInput("scaling analysis is not available") from None
+        raise
+    return scaling
+
+
+def _finite(value: Any) -> Any:
+    """JSON-safe: numpy values to Python, NaN and infinities to None, recursively."""
+    value = jsonable(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _masked_dataset(rf: ResultFile) -> Any:
+    """The dataset with every floating variable NaN at failed or missing points."""
+    ds = rf.ds.copy()
+    for name in rf.variables:
+        if ds[name].dtype.kind == "f":
+            ds[name] = rf.masked(name)
+    return ds
+
+
+def _check_scaling(rf: ResultFile) -> None:
+    """BadInput (before anything is written) when the scaling analysis cannot use the file."""
+    module = _scaling_module()
+    check = getattr(module, "mean_loss", None)
+    if check is None:
+        return
+    try:
+        check(rf.ds)
+    except (ValueError, KeyError) as exc:
+        reason = f"no variable {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise BadInput(f"--kind scaling does not apply to {rf.path.name}: {reason}") from None
+
+
+def _scaling_figures(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
+                     ) -> list[dict[str, Any]]:
+    """The hermite scaling figures (``report/scaling.py``), with failed points masked."""
+    module = _scaling_module()
+    entries = []
+    try:
+        items = module.scaling_figures(_masked_dataset(rf), out_dir, rf.stem, fmt)
+    except (ValueError, KeyError) as exc:
+        raise BadInput(f"--kind scaling failed on {rf.path.name}: {exc}") from None
+    for item in items:
+        file = Path(item["file"])
+        if file.is_absolute():
+            try:
+                file = file.relative_to(out_dir.resolve())
+            except ValueError:
+                file = file.relative_to(out_dir) if file.is_relative_to(out_dir) else file
+        text = str(item.get("caption", "")).rstrip(".")
+        text += ". " + "; ".join(f"{k}: {v}" for k, v in fields.items()) + "."
+        entries.append({
+            "file": file.as_posix(), "kind": "scaling", "var": item.get("var", ""),
+            "source": str(rf.path), "caption": text, "stem": rf.stem,
+            "fits": _finite(item.get("fits", {})),
+        })
+    return entries
+
+
+def build_report(
+    inputs: Sequence[Path],
+    out_dir: Path,
+    kind: str = "auto",
+    variables: list[str] | None = None,
+    x: str | None = None,
+    y: str | None = None,
+    at: dict[str, str] | None = None,
+    reduce: str = "mean",
+    fmt: str = "png",
+    contours: bool = False,
+) -> dict[str, Any]:
+    """Draw the figures of ``inputs`` into ``out_dir`` with ``index.html`` and ``summary.json``.
+
+    Returns the summary written to ``out_dir/summary.json``::
+
+        {"inputs": [path, ...],
+         "figures": [{"file", "kind", "var", "source", "caption", "stem", "missing"}, ...],
+         "variables": {stem: {var: {"min", "max", "argmin", "argmax", "long_name", "units"}}}}
+
+    (min/max as defined in :mod:`.summary`; theory figures add ``max_abs_diff``, scaling
+    figures ``fits``.) Raises BadInput, before writing anything, on bad input.
+    """
+    at = dict(at or {})
+    if kind not in KINDS:
+        raise BadInput(f"--kind {kind!r}: expected one of {', '.join(KINDS[:5])}")
+    if fmt not in FORMATS:
+        raise BadInput(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if reduce not in REDUCTIONS:
+        raise BadInput(f"--reduce {reduce!r}: expected one of {', '.join(REDUCTIONS)}")
+    if not inputs:
+        raise BadInput("no result files given")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BadInput(f"{out_dir} exists and is not a folder")
+
+    files = _load_all(inputs)
+    _check_names(files, variables, x, y, at)
+    ats = {rf.stem: resolve_at(rf, at) for rf in files}
+    names = {
+        rf.stem: [v for v in variables if v in rf.ds.data_vars] if variables else rf.variables
+        for rf in files
+    }
+    plans: list[Plan] = []
+    for rf in files:
+        plans += _plan_file(rf, kind, names[rf.stem], x, y, ats[rf.stem])
+    if kind == "scaling":
+        for rf in files:
+            _check_scaling(rf)
+    elif not plans:
+        raise BadInput("nothing to draw: no variable has a grid, step, time or method dimension")
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fields = {rf.stem: provenance_fields(rf) for rf in files}
+    figures: list[dict[str, Any]] = []
+    with style():
+        for plan in plans:
+            rf = plan.rf
+            drawn = _draw(plan, ats[rf.stem], reduce, contours)
+            name = figure_name(rf.stem, plan.kind, plan.var, fmt)
+            save(drawn.fig, out_dir / name, fmt)
+            entry: dict[str, Any] = {
+                "file": name, "kind": plan.kind, "var": plan.var, "source": str(rf.path),
+                "caption": caption(drawn.description, drawn.notes, drawn.missing,
+                                   fields[rf.stem]),
+                "stem": rf.stem, "missing": drawn.missing,
+            }
+            if plan.kind == "theory":
+                entry["max_abs_diff"] = _finite(drawn.extra.get("max_abs_diff"))
+            figures.append(entry)
+        if kind == "scaling":
+            for rf in files:
+                figures += _scaling_figures(rf, out_dir, fmt, fields[rf.stem])
+
+    stats = {rf.stem: {v: variable_stats(rf, v) for v in names[rf.stem]} for rf in files}
+    summary = {"inputs": [str(p) for p in inputs], "figures": figures, "variables": stats}
+    (out_dir / "summary.json").write_text(
+        json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8"
+    )
+    html = render_index([(rf, fields[rf.stem]) for rf in files], figures, stats, fmt)
+    (out_dir / "index.html").write_text(html, encoding="utf-8")
+    return summary
