@@ -112,7 +112,8 @@ def test_symmetrised_init_gives_zero_output_and_requested_scales() -> None:
 def test_gradients_match_finite_differences(leak: float) -> None:
     X, y, W, a = random_case(1)
     ws = kern.GroupWorkspace(X.shape[0], W.shape[0], X.shape[1], 1, np.dtype(np.float64))
-    _, P3, wp = kern.group_gradients(X, y, W[None].copy(), a[None].copy(), np.array([leak]), ws)
+    _, P3, wp = kern.group_gradients(X, np.ascontiguousarray(X.T), y, W[None].copy(),
+                                     a[None].copy(), np.array([leak]), ws)
     n = X.shape[0]
     gW = 2.0 / n * a[:, None] * P3[0]
     ga = 2.0 / n * wp[0]
@@ -354,3 +355,42 @@ def test_dataset_schema() -> None:
         assert ds[name].attrs.get("long_name"), name
     assert "point" not in ds.coords
     assert list(ds.step.values) == list(checkpoint_steps(10, 41, None))
+
+
+def test_blas_thread_count_does_not_change_results() -> None:
+    common = dict(d=100, h=50, n=1000, n_test=50, steps=5, n_checkpoints=2, seed=8)
+    p = {"tau": 0.5, "delta": 0.5}
+    one = train([p], **common)
+    with threadpool_limits(2):
+        two = train([p], **common)
+    assert_same(one, 0, two, 0)
+
+
+def test_paper_size_kernel_distance_after_1000_steps() -> None:
+    # issue 4: at the paper's size, one seed, after 1,000 steps S ~ 2e-4 at tau = 2 and
+    # S ~ 0.13-0.24 at tau = 0.1, delta = +1
+    ds = train([{"tau": 2.0, "delta": 0.0}, {"tau": 0.1, "delta": 1.0}], n_test=1000,
+               steps=1000, checkpoints=[0, 1000], seed=0)
+    S = ds.kernel_distance.values[:, -1]
+    assert 5e-5 < S[0] < 1e-3
+    assert 0.1 < S[1] < 0.3
+
+
+def test_sweeps_with_different_jobs_are_bitwise_identical(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    import xarray as xr
+
+    args = [sys.executable, "-m", "richlazy_cli", "sweep", "train", "two-layer",
+            "-g", "tau=0.1,2", "-g", "delta=-1,1", "-q",
+            *(f"-p{k}={v}" for k, v in SMALL.items()), "-psteps=100", "-pn_checkpoints=5"]
+    outs = []
+    for jobs, chunk in [(1, 4), (2, 1)]:
+        out = tmp_path / f"j{jobs}.h5"
+        subprocess.run([*args, "-o", str(out), "-j", str(jobs), "--chunk-size", str(chunk)],
+                       check=True, capture_output=True)
+        outs.append(xr.open_dataset(out, engine="h5netcdf").load())
+    for name in ("train_loss", "test_loss", "kernel_distance", "hamming_distance",
+                 "param_distance", "status"):
+        assert outs[0][name].values.tobytes() == outs[1][name].values.tobytes(), name

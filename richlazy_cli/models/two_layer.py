@@ -1,0 +1,341 @@
+"""``two-layer``: teacher–student two-layer piecewise-linear networks over (τ, δ) (SPEC.md §A3).
+
+The headline experiment of Kunin et al. (Fig. 1, 5b, 10), following Chizat et al. A ReLU
+teacher with ``k`` neurons (unit-norm ``w*_i`` uniform on the sphere, readouts ``a*_i = ±1``)
+labels ``n`` training and ``n_test`` test inputs uniform on ``S^{d−1}``. The student
+
+    f(x) = Σ_{k=1}^h a_k σ(w_kᵀ x),      σ(z) = max(z, γ z),  γ = ``leak``,  σ'(0) = 1,
+
+starts from a balanced base initialisation (``‖u_k‖ = |ε_k| = 1``; with ``symmetrize`` the
+``h/2`` base neurons are duplicated with ``a → −a`` so ``f ≡ 0``) rescaled to ``w_k = τα u_k``,
+``a_k = (τ/α) ε_k`` with ``α(τ, δ)`` of SPEC §A3, hence ``|a_k|‖w_k‖ = τ²`` and
+``a_k² − ‖w_k‖² = δ`` for every neuron. Training is full-batch gradient descent on the mean
+squared error of the authors' code,
+
+    L = (1/n) Σ_i (f(x_i) − y_i)²        (gradient factor 2/n),
+
+with step ``lr/τ²`` (``lr_scaling = tau2``, the paper) or ``lr`` (``none``). The gradient-flow
+time of SPEC's sum loss ½‖r‖² is ``t = lr_eff · step · 2/n`` (output ``time``).
+
+All configurations of one ``seed`` share teacher, data, test set and base initialisation
+(streams ``rng(seed, "teacher" | "data" | "test" | "init")``), so a batch is, e.g., a whole
+τ × δ slice of one seed, trained together (see :mod:`._two_layer_kernels` for the kernel).
+
+Metrics at each checkpoint step (all evaluated in float64):
+
+* ``train_loss``, ``test_loss``: the mean squared error above on the training / test set;
+* ``kernel_distance``: ``S(0,t) = 1 − ⟨K0,Kt⟩_F / (‖K0‖_F ‖Kt‖_F)`` of the empirical NTK over
+  the training set and both layers with ``η = 1`` (SPEC §A3 "Metrics"), from the closed form
+  ``K = σ(XWᵀ)σ(XWᵀ)ᵀ + (XXᵀ) ∘ (GGᵀ)``, ``G_ik = a_k σ'(w_kᵀx_i)`` — never the Jacobian;
+* ``hamming_distance``: the *fraction* of training (sample, neuron) activation signs
+  (``np.sign``, zero counts as its own sign) that differ from initialisation, i.e. ``H/m`` in
+  SPEC §A3's notation (the authors' ``H`` is ``h`` times this);
+* ``param_distance``: ``‖θ_t − θ_0‖₂ = √(‖W_t − W_0‖_F² + ‖a_t − a_0‖²)``.
+
+A configuration whose training loss becomes non-finite or exceeds 10⁶ × its initial loss is
+frozen and marked ``status = 1``; its metrics from that step on are NaN; the others go on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from threadpoolctl import threadpool_limits
+
+from . import _two_layer_kernels as kern
+from .base import STATUS_DIVERGED, Batch, Model, Progress, register, var
+from .params import BadInput, Param
+
+DIVERGENCE_FACTOR = 1e6
+"""A configuration diverges when its loss exceeds this multiple of its initial loss."""
+
+_K0_STORE_BYTES = 512 * 2**20
+"""Above this many bytes of stored initial-kernel panels per batch, recompute K0 instead."""
+
+_GROUP_BYTES = 900 * 2**10
+"""Target size of one group's n × (g·h) pre-activation block (stays in a 1 MiB L2 cache)."""
+
+
+def checkpoint_steps(steps: int, n_checkpoints: int, checkpoints: Any) -> np.ndarray:
+    """Explicit ``checkpoints`` (sorted, unique), or ``0`` plus ``n_checkpoints − 1``
+    log-spaced integer steps from 1 to ``steps`` with duplicates removed."""
+    if checkpoints is not None:
+        return np.unique(np.asarray(checkpoints, dtype=np.int64))
+    if steps == 0:
+        return np.zeros(1, dtype=np.int64)
+    logs = np.round(np.geomspace(1, steps, max(n_checkpoints - 1, 1))).astype(np.int64)
+    return np.unique(np.concatenate([[0], logs, [steps]]))
+
+
+@register
+class TwoLayer(Model):
+    """Teacher–student two-layer piecewise-linear network trained by full-batch GD (SPEC §A3)."""
+
+    name = "two-layer"
+    summary = "teacher-student two-layer ReLU networks over (tau, delta): rich vs lazy (SPEC A3)"
+    actions = ("train",)
+    params = (
+        Param("d", "int", 100, "input dimension", low=1),
+        Param("h", "int", 50, "student width (number of hidden neurons m)", low=1),
+        Param("k", "int", 3, "teacher width", low=1),
+        Param("n", "int", 1000, "number of training samples", low=1),
+        Param("n_test", "int", 10000, "number of test samples", low=1),
+        Param("tau", "float", 1.0, "overall scale: |a_k| ||w_k|| = tau^2", low=0.0,
+              low_open=True, batchable=True),
+        Param("delta", "float", 0.0, "relative scale: a_k^2 - ||w_k||^2 = delta",
+              batchable=True),
+        Param("leak", "float", 0.0, "leaky-ReLU slope gamma in sigma(z) = max(z, gamma z)",
+              low=0.0, high=1.0, batchable=True),
+        Param("lr", "float", 5e-3, "learning rate (divided by tau^2 when lr_scaling = tau2)",
+              low=0.0, low_open=True, batchable=True),
+        Param("lr_scaling", "str", "tau2", "step = lr/tau^2 (tau2, the paper) or lr (none)",
+              choices=("tau2", "none")),
+        Param("steps", "int", 10000, "number of gradient-descent steps", low=0),
+        Param("n_checkpoints", "int", 41,
+              "log-spaced checkpoint steps including 0 and steps (duplicates removed)", low=2),
+        Param("checkpoints", "int_list", None, "explicit checkpoint steps (overrides "
+              "n_checkpoints)", low=0, optional=True),
+        Param("seed", "int", 0, "seed of teacher, data, test set and base initialisation",
+              low=0),
+        Param("symmetrize", "bool", True, "duplicate neurons with a -> -a so f = 0 at init"),
+        Param("dtype", "str", "float64", "floating-point type of training (metrics in float64)",
+              choices=("float64", "float32")),
+        Param("save_params", "bool", False, "also return W and a at every checkpoint"),
+    )
+
+    @classmethod
+    def check(cls, action: str, values: dict[str, Any]) -> None:
+        if values["symmetrize"] and values["h"] % 2:
+            raise BadInput(f"parameter h: {values['h']} must be even when symmetrize is true")
+        ck = values.get("checkpoints")
+        if ck is not None and np.any(np.asarray(ck) > values["steps"]):
+            raise BadInput(
+                f"parameter checkpoints: every step must be in [0, steps={values['steps']}]"
+            )
+
+    @classmethod
+    def cost(cls, values: Mapping[str, Any]) -> float:
+        n, d, h = values["n"], values["d"], values["h"]
+        n_ck = len(checkpoint_steps(values["steps"], values["n_checkpoints"],
+                                    values.get("checkpoints")))
+        per_ck = 2.0 * n * n * h + 2.0 * values["n_test"] * d * h
+        return (4.0 * n * d * h * values["steps"] + n_ck * per_ck) / 1e9
+
+    # ------------------------------------------------------------------------------------------
+    def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+        """Train the batch (see the module docstring) with one BLAS thread.
+
+        One BLAS thread is not only fastest for these small products (n × d × h), it is
+        required for reproducibility: OpenBLAS sums the backward product ``(D∘r)ᵀX`` in a
+        different order with 2 threads than with 1 (measured), so results would otherwise
+        depend on the thread count of the process that runs the batch.
+        """
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._train(batch, progress)
+
+    def _train(self, batch: Batch, progress: Progress | None) -> xr.Dataset:
+        v = batch.values
+        B = batch.size
+        d, h, n = int(v["d"]), int(v["h"]), int(v["n"])
+        steps = int(v["steps"])
+        dtype = np.dtype(v["dtype"])
+        tau = batch.column("tau").astype(np.float64)
+        delta = batch.column("delta").astype(np.float64)
+        leak = batch.column("leak").astype(np.float64)
+        lr = batch.column("lr").astype(np.float64)
+        lr_eff = lr / tau**2 if v["lr_scaling"] == "tau2" else lr.copy()
+        ck = checkpoint_steps(steps, int(v["n_checkpoints"]), v.get("checkpoints"))
+        n_ck = len(ck)
+
+        prob = kern.make_problem(int(v["seed"]), d, h, int(v["k"]), n, int(v["n_test"]),
+                                 bool(v["symmetrize"]))
+        W_init, a_init = kern.initial_params(prob, tau, delta)
+        W = np.ascontiguousarray(W_init.astype(dtype))  # state of the active configurations
+        a = np.ascontiguousarray(a_init.astype(dtype))
+        X = np.ascontiguousarray(prob.X.astype(dtype))
+        XT = np.ascontiguousarray(X.T)
+        y = prob.y.astype(dtype)
+        coef_all = (lr_eff * 2.0 / n).astype(dtype)
+
+        metrics = _Metrics(prob, W, a, leak, ck, bool(v["save_params"]))
+        status = np.zeros(B, dtype=np.int8)
+        active = np.arange(B)
+        loss0 = np.full(B, np.nan)
+
+        g_max = max(1, _GROUP_BYTES // (n * h * dtype.itemsize))
+        spaces: dict[int, kern.GroupWorkspace] = {}
+
+        def plan(active: np.ndarray) -> list[tuple[int, int, np.ndarray, np.ndarray,
+                                                   kern.GroupWorkspace]]:
+            """Groups of the active configurations: (start, end, leak, coef, workspace)."""
+            groups = []
+            for s in range(0, active.size, g_max):
+                e = min(s + g_max, active.size)
+                if e - s not in spaces:
+                    spaces[e - s] = kern.GroupWorkspace(n, h, d, e - s, dtype)
+                groups.append((s, e, leak[active[s:e]], coef_all[active[s:e]], spaces[e - s]))
+            return groups
+
+        groups = plan(active)
+        next_ck = 0
+        report_every = max(1, steps // 200)
+        for t in range(steps + 1):
+            if active.size == 0:
+                break
+            record = next_ck < n_ck and ck[next_ck] == t
+            last = t == steps
+            if last and not record:
+                break
+            bad = np.zeros(active.size, dtype=bool)
+            if record:  # metrics are of θ_t, before this step's update
+                snap = (active, W.copy(), a.copy())
+            for s, e, leak_g, coef, ws in groups:
+                r, P3, wp = kern.group_gradients(X, XT, y, W[s:e], a[s:e], leak_g, ws)
+                r64 = r.astype(np.float64)
+                loss = np.square(r64, out=r64).sum(axis=1) / n
+                if t == 0:
+                    loss0[active[s:e]] = loss
+                bad_g = ~np.isfinite(loss) | (loss > DIVERGENCE_FACTOR * loss0[active[s:e]])
+                if last:
+                    bad[s:e] = bad_g
+                    continue
+                # θ ← θ − lr_eff ∇L with ∇_W L = (2/n) a∘P, ∇_a L = (2/n) W·P (old a, W)
+                ca = coef[:, None] * a[s:e]
+                if not bad_g.any():
+                    a[s:e] -= coef[:, None] * wp
+                    np.multiply(P3, ca[:, :, None], out=P3)
+                    W[s:e] -= P3
+                else:  # freeze the diverged ones at θ_t, update the others row by row
+                    bad[s:e] = bad_g
+                    for b in np.nonzero(~bad_g)[0]:
+                        a[s + b] -= coef[b] * wp[b]
+                        W[s + b] -= P3[b] * ca[b][:, None]
+            if record:
+                ok = ~bad
+                metrics.record(next_ck, snap[0][ok], snap[1][ok], snap[2][ok])
+                next_ck += 1
+            if np.any(bad):
+                status[active[bad]] = STATUS_DIVERGED
+                keep = ~bad
+                active = active[keep]
+                W = np.ascontiguousarray(W[keep])
+                a = np.ascontiguousarray(a[keep])
+                groups = plan(active)
+            if progress is not None and t % report_every == 0:
+                progress(t / max(steps, 1))
+        if progress is not None:
+            progress(1.0)
+        return metrics.dataset(ck, status, lr_eff, n, kern.alpha_of(tau, delta))
+
+
+class _Metrics:
+    """Checkpoint metrics of a batch (float64), with the initial NTK kept in panels."""
+
+    def __init__(self, prob: kern.Problem, W: np.ndarray, a: np.ndarray, leak: np.ndarray,
+                 ck: np.ndarray, save_params: bool) -> None:
+        B, h, d = W.shape
+        n = prob.X.shape[0]
+        n_ck = len(ck)
+        self.prob = prob
+        self.leak = leak
+        self.save_params = save_params
+        self.C = kern.gram_panels(prob.X)
+        self.X_test_T = np.ascontiguousarray(prob.X_test.T)
+        self.Zt = np.empty((h, self.X_test_T.shape[1]))
+        self.W0 = W.astype(np.float64)
+        self.a0 = a.astype(np.float64)
+        nan = np.full((B, n_ck), np.nan)
+        self.out = {name: nan.copy() for name in
+                    ("train_loss", "test_loss", "kernel_distance", "hamming_distance",
+                     "param_distance")}
+        if save_params:
+            self.W_hist = np.full((B, n_ck, h, d), np.nan)
+            self.a_hist = np.full((B, n_ck, h), np.nan)
+        self.store_K0 = B * n * (n + kern._panel_rows(n)) * 4 <= _K0_STORE_BYTES
+        self.K0: list[list[np.ndarray] | None] = [None] * B
+        self.feat0: list[tuple[np.ndarray, np.ndarray]] = []
+        self.sign0: list[np.ndarray] = []
+        self.norm0 = np.empty(B)
+        for i in range(B):
+            Z, A, G = kern.features(prob.X, self.W0[i], self.a0[i], float(leak[i]))
+            self.sign0.append(np.sign(Z).astype(np.int8))
+            self.feat0.append((A, G))
+            panels = []
+            total = 0.0
+            for i0, K in kern.ntk_panels(A, G, self.C):
+                total += kern.panel_inner(K, K, i0, i0 + K.shape[0])
+                if self.store_K0:
+                    panels.append(K)
+            self.norm0[i] = total
+            if self.store_K0:
+                self.K0[i] = panels
+        if self.store_K0:
+            self.feat0 = []
+
+    def _K0_panels(self, i: int) -> list[np.ndarray] | Any:
+        panels = self.K0[i]
+        if panels is not None:
+            return panels
+        A, G = self.feat0[i]
+        return (K for _, K in kern.ntk_panels(A, G, self.C))
+
+    def record(self, j: int, active: np.ndarray, W: np.ndarray, a: np.ndarray) -> None:
+        prob = self.prob
+        for row, i in enumerate(active):
+            Wf = W[row].astype(np.float64)
+            af = a[row].astype(np.float64)
+            gamma = float(self.leak[i])
+            Z, A, G = kern.features(prob.X, Wf, af, gamma)
+            r = A @ af - prob.y
+            self.out["train_loss"][i, j] = float(r @ r) / r.size
+            Zt = np.matmul(Wf, self.X_test_T, out=self.Zt)  # h × n_test, reused buffer
+            np.maximum(Zt, gamma * Zt if gamma else 0.0, out=Zt)  # σ(z) = max(z, γz), γ ≤ 1
+            rt = af @ Zt - prob.y_test
+            self.out["test_loss"][i, j] = float(rt @ rt) / rt.size
+            self.out["hamming_distance"][i, j] = float(
+                np.count_nonzero(np.sign(Z).astype(np.int8) != self.sign0[i])) / Z.size
+            inner = 0.0
+            normt = 0.0
+            for (i0, K), K0 in zip(kern.ntk_panels(A, G, self.C), self._K0_panels(i),
+                                   strict=True):
+                i1 = i0 + K.shape[0]
+                inner += kern.panel_inner(K0, K, i0, i1)
+                normt += kern.panel_inner(K, K, i0, i1)
+            self.out["kernel_distance"][i, j] = kern.kernel_distance_from(
+                inner, self.norm0[i], normt)
+            self.out["param_distance"][i, j] = math.sqrt(
+                float(np.sum((Wf - self.W0[i]) ** 2)) + float(np.sum((af - self.a0[i]) ** 2)))
+            if self.save_params:
+                self.W_hist[i, j] = Wf
+                self.a_hist[i, j] = af
+
+    def dataset(self, ck: np.ndarray, status: np.ndarray, lr_eff: np.ndarray, n: int,
+                alpha: np.ndarray) -> xr.Dataset:
+        P = ("point", "step")
+        o = self.out
+        data = {
+            "train_loss": var(P, o["train_loss"], "training mean squared error (1/n) sum (f-y)^2"),
+            "test_loss": var(P, o["test_loss"], "test mean squared error on n_test fresh points"),
+            "kernel_distance": var(P, o["kernel_distance"],
+                                   "kernel distance S(0,t) of the empirical NTK (both layers)"),
+            "hamming_distance": var(
+                P, o["hamming_distance"],
+                "fraction of training (sample, neuron) activation signs differing from "
+                "initialisation (H/m of SPEC A3)"),
+            "param_distance": var(P, o["param_distance"],
+                                  "parameter distance ||theta_t - theta_0||_2"),
+            "time": var(P, lr_eff[:, None] * ck[None, :].astype(np.float64) * 2.0 / n,
+                        "gradient-flow time of the sum loss, lr_eff * step * 2/n"),
+            "alpha": var(("point",), alpha, "layer ratio alpha(tau, delta) of the initialisation"),
+            "status": var(("point",), status, "0 ok, 1 diverged (frozen)"),
+        }
+        if self.save_params:
+            data["W"] = var(("point", "step", "neuron", "dim"), self.W_hist,
+                            "first-layer weights w_k")
+            data["a"] = var(("point", "step", "neuron"), self.a_hist, "readout weights a_k")
+        coords = {"step": var(("step",), ck, "gradient-descent step", "steps")}
+        return xr.Dataset(data, coords=coords)
