@@ -77,6 +77,8 @@ ConfigOpt = Annotated[Path | None, typer.Option("-c", "--config", help="TOML job
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace existing output.")]
 QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing but errors.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+ModelArg = Annotated[str | None, typer.Argument(help="Model name (see 'richlazy models').")]
+OutputOpt = Annotated[Path | None, typer.Option("-o", "--output", help="Result file (.h5).")]
 
 
 _argv: list[str] = []
@@ -196,12 +198,10 @@ def _finish(outcome: Any, quiet: bool) -> None:
 
 @app.command("solve")
 def solve_cmd(
-    model: Annotated[str | None, typer.Argument(help="Model name (see 'richlazy models').")] = None,
+    model: ModelArg = None,
     param: ParamOpt = None,
     config: ConfigOpt = None,
-    output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Result file (.h5).")
-    ] = None,
+    output: OutputOpt = None,
     force: ForceOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -211,12 +211,10 @@ def solve_cmd(
 
 @app.command("train")
 def train_cmd(
-    model: Annotated[str | None, typer.Argument(help="Model name (see 'richlazy models').")] = None,
+    model: ModelArg = None,
     param: ParamOpt = None,
     config: ConfigOpt = None,
-    output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Result file (.h5).")
-    ] = None,
+    output: OutputOpt = None,
     force: ForceOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -239,9 +237,7 @@ def sweep_cmd(
     ] = None,
     param: ParamOpt = None,
     config: ConfigOpt = None,
-    output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Result file (.h5).")
-    ] = None,
+    output: OutputOpt = None,
     jobs: Annotated[
         int | None, typer.Option("--jobs", "-j", help="Workers (default: all cores).")
     ] = None,

@@ -277,6 +277,18 @@ def test_fail_fast_stops_early(tmp_path, toy_env, cli, monkeypatch) -> None:
         assert int((ds["status"] == -1).sum()) == 19
 
 
+def start_sweep(args: list[str], out: Path, env: dict[str, str]) -> subprocess.Popen:
+    """A toy sweep in its own process, to be interrupted."""
+    command = [sys.executable, "-m", "richlazy_cli", "sweep", "solve", "toy", *args]
+    return subprocess.Popen(
+        [*command, "-o", str(out), "-q"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _wait_for_parts(parts: Path, proc: subprocess.Popen, minimum: int = 1) -> int:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -296,24 +308,7 @@ def test_killed_sweep_resumes_to_identical_data(tmp_path, toy_env, cli, sig) -> 
     assert cli("sweep", "solve", "toy", *grid, "-o", ref, "-q").code == 0
     out = tmp_path / "killed.h5"
     parts = Path(str(out) + ".parts")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "richlazy_cli",
-            "sweep",
-            "solve",
-            "toy",
-            *grid,
-            "-o",
-            str(out),
-            "-q",
-        ],
-        env=toy_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_sweep(grid, out, toy_env)
     _wait_for_parts(parts, proc)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
@@ -484,23 +479,7 @@ def test_corrupt_part_file_on_resume(tmp_path, toy_env) -> None:
     grid = ["-g", "slope=linspace(0,1,6)", "-p", "sleep=0.3", "--chunk-size", "1", "--jobs", "1"]
     out = tmp_path / "k.h5"
     parts = Path(str(out) + ".parts")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "richlazy_cli",
-            "sweep",
-            "solve",
-            "toy",
-            *grid,
-            "-o",
-            str(out),
-            "-q",
-        ],
-        env=toy_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = start_sweep(grid, out, toy_env)
     _wait_for_parts(parts, proc)
     proc.kill()
     proc.communicate()
