@@ -35,7 +35,7 @@ from richlazy_cli.models.base import Batch, get_model  # noqa: E402
 
 
 def overhead(points: int, folder: Path) -> tuple[float, float]:
-    side = int(round(np.sqrt(points)))
+    side = round(float(np.sqrt(points)))
     grid = [("delta", f"linspace(-4,4,{side})"), ("eta_a", f"linspace(0.5,2,{points // side})")]
     params = {"method": "exact", "n_times": 101}
     model = get_model("single-neuron")
@@ -93,7 +93,9 @@ print(json.dumps({{"baseline_kb": base, "peak_kb": peak}}))
 def memory(folder: Path) -> tuple[float, float, float]:
     out = folder / "memory.h5"
     script = MEMORY_SCRIPT.format(root=str(ROOT), out=str(out))
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
     info = json.loads(proc.stdout.strip().splitlines()[-1])
     size = out.stat().st_size
     return info["peak_kb"] * 1024, info["baseline_kb"] * 1024, size

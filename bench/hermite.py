@@ -1,0 +1,133 @@
+"""Benchmark of the hermite model (SPEC.md §C1): closed-form population gradient vs Monte Carlo,
+and the projected wall time of jobs/ren-fig2.toml on this machine.
+
+Run: ``.venv/bin/python bench/hermite.py [--quick]``. Prints side by side:
+
+1. one closed-form population-gradient evaluation at d = 2048, P = 1024, m = 1024 (time, peak
+   memory by tracemalloc) against a Monte Carlo gradient with 10^4 fresh samples (the online-SGD
+   mini-batch gradient), and their ratio;
+2. the projected wall time of the full Fig. 2 job. The adaptive integrator's step is limited by
+   stability once tasks are learned (restoring rates ~ a_1), so the number of gradient
+   evaluations grows linearly with the horizon, at a rate nu = nfev / t_max that does not depend
+   on d, P or m. nu is measured on two smaller instances of the same experiment (d = 8P,
+   horizon ≈ 3 T_P); the projection is nu × t_max(job) × (time of one evaluation at the job's
+   d, P and each width m), summed over the widths (one BLAS thread, as the engine runs it).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import tomllib
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from richlazy_cli.models.base import Batch, rng
+from richlazy_cli.models.hermite import (
+    Hermite,
+    hermite_coeffs,
+    hermite_eval,
+    initial_directions,
+    minibatch_grad,
+    population_loss_grad,
+    teacher_weights,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def timed(fn, repeat: int = 3) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """(best wall time in s, peak traced memory in MiB) of ``fn()``."""
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    tracemalloc.start()
+    fn()
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    return best, peak
+
+
+def fmt_time(s: float) -> str:
+    if s < 120:
+        return f"{s:.3g} s"
+    if s < 7200:
+        return f"{s / 60:.3g} min"
+    if s < 3 * 86400:
+        return f"{s / 3600:.3g} h"
+    return f"{s / 86400:.3g} days"
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    c = hermite_coeffs(4, None)
+    d, P, m = 2048, 1024, 1024
+    a = teacher_weights(P, 0.8)
+    V = 0.01 * initial_directions(0, m, d)
+    x = rng(0, "bench").standard_normal((10_000, d))
+    fstar = hermite_eval(x[:, :P], c)[0] @ a
+
+    with threadpool_limits(1):
+        t_pop, mem_pop = timed(lambda: population_loss_grad(V, a, c), 2 if quick else 3)
+        t_mc, mem_mc = timed(lambda: minibatch_grad(V, x, fstar, c), 1 if quick else 2)
+    print(f"gradient at d={d}, P={P}, m={m} (1 BLAS thread)")
+    print(f"  {'':28s}{'closed form':>14s}{'Monte Carlo 1e4':>18s}{'ratio MC/closed':>18s}")
+    print(f"  {'time per evaluation':28s}{t_pop:>12.3f} s{t_mc:>16.3f} s{t_mc / t_pop:>18.1f}")
+    print(f"  {'peak memory (tracemalloc)':28s}{mem_pop:>10.1f} MiB{mem_mc:>14.1f} MiB"
+          f"{mem_mc / mem_pop:>18.1f}")
+
+    # -- nfev per unit time on smaller instances ------------------------------------------
+    job = tomllib.loads((ROOT / "jobs" / "ren-fig2.toml").read_text())
+    pj = job["params"]
+    widths = [int(w) for w in str(job["grid"]["m"]).split(",")]
+    rates = []
+    print("\ngradient evaluations of the adaptive integrator on smaller instances (m = 2P, "
+          "d = 8P, t_max = 3 d Z P^β / 8)")
+    print(f"  {'P':>5s}{'d':>6s}{'m':>6s}{'t_max':>10s}{'nfev':>9s}{'nfev/t':>9s}{'wall':>9s}")
+    for Ps in ((16, 32) if quick else (16, 32, 64)):
+        ds_, ms = 8 * Ps, 2 * Ps
+        Z = float(np.sqrt(np.sum(np.arange(1, Ps + 1) ** -1.6)))
+        tmax = round(3 * ds_ * Z * Ps**0.8 / 8)
+        vals = Hermite.resolve("solve", {"d": ds_, "P": Ps, "m": ms, "t_max": float(tmax),
+                                         "checkpoints": 50, "sigma0": pj["sigma0"]})
+        t0 = time.perf_counter()
+        with threadpool_limits(1):
+            out = Hermite().solve(Batch.from_points(Hermite, [vals]))
+        wall = time.perf_counter() - t0
+        nfev = int(out["nfev"].values[0])
+        rates.append(nfev / tmax)
+        print(f"  {Ps:>5d}{ds_:>6d}{ms:>6d}{tmax:>10d}{nfev:>9d}{nfev / tmax:>9.2f}"
+              f"{wall:>8.1f}s")
+    nu, nu_lo = max(rates), min(rates)  # nu falls slowly with size: max is conservative
+
+    # -- projection -------------------------------------------------------------------------
+    dj, Pj, tj = pj["d"], pj["P"], pj["t_max"]
+    aj = teacher_weights(Pj, pj["beta"])
+    print(f"\nprojected wall time of jobs/ren-fig2.toml (d={dj}, P={Pj}, t_max={tj:g}, "
+          f"nu = {nu:.2f} evaluations per unit time)")
+    print(f"  {'m':>6s}{'s/eval':>10s}{'evaluations':>14s}{'projected':>14s}")
+    total = 0.0
+    per_width = []
+    for w in widths:
+        Vw = 0.01 * initial_directions(1, w, dj)
+        with threadpool_limits(1):
+            te, _ = timed(lambda Vw=Vw: population_loss_grad(Vw, aj, c), 1)
+        n_ev = nu * tj
+        per_width.append(n_ev * te)
+        total += n_ev * te
+        print(f"  {w:>6d}{te:>10.3f}{n_ev:>14.3g}{fmt_time(n_ev * te):>14s}")
+    print(f"  serial total: {fmt_time(total)};  with 2 workers (2 cores): "
+          f"{fmt_time(max(total / 2, max(per_width)))} (bounded by the widest student)")
+    print(f"  with the largest instance's rate nu = {nu_lo:.2f} instead: serial "
+          f"{fmt_time(total * nu_lo / nu)}, 2 workers "
+          f"{fmt_time(max(total / 2, max(per_width)) * nu_lo / nu)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,596 @@
+"""Additive Hermite model: emergence and scaling laws in shallow networks (SPEC.md §C1).
+
+**Teacher.** ``f*(x) = Σ_p a_p σ(⟨x, e_p⟩)`` with ``x ~ N(0, I_d)`` and the teacher directions
+the first ``P`` standard basis vectors (no loss of generality: the loss and both algorithms are
+rotation invariant, and the overlaps with the teachers become coordinates of ``v``). The weights
+are ``a_p = p^(-β)/Z`` with ``Z² = Σ_{p≤P} p^(-2β)`` (so ``Σ a_p² = 1``), or the explicit vector
+``a`` (used as given, not renormalised; every ``a_p ≥ 0``).
+
+**Activation.** ``σ = Σ_j c_j h_j`` with ``h_j = He_j/√(j!)`` the normalised Hermite
+polynomials. ``σ = h_k`` (``k`` even, ≥ 4) by default, or the coefficients ``c_0..c_K`` in
+``sigma_coeffs``; these are *validated*, not repaired: σ must be even (``c_j = 0`` for odd
+``j``), have information exponent ``k* = min{j ≥ 1: c_j ≠ 0} > 2`` (so ``c_1 = c_2 = 0``;
+``c_0`` is allowed) and unit norm ``Σ c_j² = 1`` (to 1e-9).
+
+**Student.** ``f(x) = Σ_k ‖v_k‖² σ(⟨v̄_k, x⟩)``, ``v̄ = v/‖v‖``, with ``m`` neurons
+``v_k(0) = σ0 u_k``, ``u_k ~ Unif(S^{d-1})`` drawn from ``rng(seed, "init")`` (the same
+directions for every configuration of one seed).
+
+**Population loss** (SPEC §C1, tensor-decomposition form). With ``r_k = ‖v_k‖``,
+``G_kl = ⟨v̄_k, v̄_l⟩``, ``M_kp = ⟨v̄_k, e_p⟩`` and ``g(s) = Σ_j c_j² s^j`` (``s⁰ = 1``)::
+
+    L(V) = ½ E(f - f*)² = ½ [Σ_kl r_k² r_l² g(G_kl) - 2 Σ_kp a_p r_k² g(M_kp)
+                              + c_0² (Σ_p a_p)² + (Σ_{j≥1} c_j²) Σ_p a_p²].
+
+Its gradient (derived from ``∇_v[‖v‖^{2-j} ⟨v^{⊗j}, T⟩]``, reducing to SPEC's h4 formula)::
+
+    ∇_{v_k} L = r_k [A_k v̄_k + Σ_l r_l² g'(G_kl) v̄_l - Σ_p a_p g'(M_kp) e_p],
+    A_k = Σ_l r_l² (2g - s g')(G_kl) - Σ_p a_p (2g - s g')(M_kp).
+
+One evaluation costs O(m² d + m P) (never Monte Carlo).
+
+**Actions.**
+
+* ``solve``: gradient flow ``V̇ = -∇L(V)`` in gradient-flow time ``t`` (no learning rate; one
+  h4 task is recovered near ``t = 1/(8 a v̄²(0))``), integrated step by step by scipy's
+  adaptive ``RK45``/``DOP853`` (``method``, tolerance ``rtol``, ``atol = 1e-3 rtol σ0/√d``) on
+  the flattened ``V``, one configuration at a
+  time so that its adaptive steps -- and so its result -- do not depend on the batch. Outputs on
+  ``time`` = 0 and ``checkpoints`` log-spaced times over the ``decades`` decades below ``t_max``
+  (taken from the solver's dense output). The step size is set by stability once tasks are
+  learned (restoring rates ~ a_1), about one time unit, so the work grows linearly with
+  ``t_max``.
+* ``train``: online SGD, ``v_k ← v_k - lr · mean_i (f(x_i) - f*(x_i)) [2 v_k σ(z_ki) +
+  r_k σ'(z_ki)(x_i - z_ki v̄_k)]`` with ``z_ki = ⟨v̄_k, x_i⟩`` and ``batch`` fresh samples per
+  step from ``rng(seed, "sgd")`` (SPEC §C1 "Online SGD"). Since the mean per-sample gradient is
+  ``∇L``, SGD follows the flow in the rescaled time ``time = lr × step`` (a variable over
+  ``(point, step)``, since ``lr`` is batchable). The *population* loss is reported at 0 and
+  ``checkpoints`` log-spaced steps. Default ``lr``: SPEC §C1 asks for a step small enough that
+  the search-phase drift ``4 a m³`` (``m² ~ 1/d``) beats the normalisation noise
+  ``~ lr · E[(f-f*)² σ'²] · d · m / 2 ≈ 2 lr d m``, i.e. ``lr ≪ 2a/d²``; the default is
+  ``lr = 0.1/d²`` (filled in by :meth:`Hermite.check`).
+
+**Outputs.** ``loss``; ``overlap`` (time, teacher) ``= max_k ⟨v̄_k, e_p⟩²``; ``norm`` (time,
+teacher) ``= ‖v_k‖²`` of that best neuron; ``t_recover`` (teacher), the first time the overlap
+reaches 0.9 (NaN if never; ``solve``: root of the solver's dense output within the step where
+it happens, independent of the output grid; ``train``: linear interpolation between
+checkpoints, in units of ``time``); ``t_recover_theory``
+(teacher), see :func:`greedy_recovery_times`; ``loss_theory`` (time), the idealised curve
+``½ (Σ_{j≥1} c_j²) Σ_{p: t < T_p} a_p²`` (SPEC §C1 "Idealised loss curve", with
+``T_p = t_recover_theory``); with ``save_params``, ``v`` (time, neuron, dim).
+
+Note: the issue defines the overlap as the *squared* cosine, so recovery means
+``cos² ≥ 0.9`` (SPEC's recipe uses ``|cos| > 0.9``); the theory times use the same threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import xarray as xr
+from scipy.integrate import DOP853, RK45, quad
+from scipy.interpolate import CubicSpline
+from scipy.optimize import brentq
+
+from .base import STATUS_DIVERGED, STATUS_OK, Batch, Model, Progress, register, rng, var
+from .params import BadInput, Param
+
+RECOVERY = 0.9
+"""Recovery threshold on the squared overlap ``⟨v̄_k, e_p⟩²``."""
+
+_R_FLOOR = 1e-150  # guard r_k -> 0 (SPEC §C1 implementation notes)
+
+
+# -- Hermite algebra --------------------------------------------------------------------------
+def hermite_coeffs(k: int | None, sigma_coeffs: np.ndarray | None) -> np.ndarray:
+    """The Hermite coefficients ``c_0..c_K`` of σ: ``sigma_coeffs`` if given, else ``e_k``."""
+    if sigma_coeffs is not None:
+        return np.asarray(sigma_coeffs, dtype=float)
+    assert k is not None
+    c = np.zeros(k + 1)
+    c[k] = 1.0
+    return c
+
+
+def validate_coeffs(c: np.ndarray) -> None:
+    """Raise BadInput unless σ is even, has information exponent > 2 and unit norm."""
+    c = np.asarray(c, dtype=float)
+    odd = c[1::2]
+    if np.any(odd != 0):
+        raise BadInput("parameter sigma_coeffs: σ must be even (every odd coefficient c_1, c_3, "
+                       "... must be 0)")
+    if c.size > 2 and c[2] != 0:
+        raise BadInput("parameter sigma_coeffs: the information exponent must exceed 2 "
+                       "(c_1 = c_2 = 0)")
+    if not np.any(c[3:] != 0):
+        raise BadInput("parameter sigma_coeffs: σ needs a non-zero coefficient c_j with j ≥ 4")
+    norm2 = float(np.sum(c * c))
+    if abs(norm2 - 1.0) > 1e-9:
+        raise BadInput(f"parameter sigma_coeffs: Σ c_j² must be 1 (unit-norm σ), got {norm2:.6g}")
+
+
+def info_exponent(c: np.ndarray) -> int:
+    """``k* = min{j ≥ 1 : c_j ≠ 0}``."""
+    nz = np.flatnonzero(np.asarray(c)[1:] != 0)
+    return int(nz[0]) + 1
+
+
+def hermite_eval(z: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """σ(z) = Σ_j c_j h_j(z) and σ'(z) = Σ_j c_j √j h_{j-1}(z) (recurrence on He_j)."""
+    K = len(c) - 1
+    he_prev = np.ones_like(z)  # He_0
+    sig = c[0] * he_prev
+    dsig = np.zeros_like(z)
+    if K == 0:
+        return sig, dsig
+    he = z.copy()  # He_1
+    fact = 1.0  # j!
+    for j in range(1, K + 1):
+        if j > 1:
+            he, he_prev = z * he - (j - 1) * he_prev, he
+        # here he = He_j, he_prev = He_{j-1}; fact = (j-1)!
+        if c[j] != 0:
+            # h_j = He_j/√(j!), h_j' = j He_{j-1}/√(j!)
+            sig = sig + (c[j] / math.sqrt(fact * j)) * he
+            dsig = dsig + (c[j] * j / math.sqrt(fact * j)) * he_prev
+        fact *= j
+    return sig, dsig
+
+
+def _poly_g(s: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``g(s) = Σ_j q_j s^j`` and ``g'(s)`` by Horner (``q_j = c_j²``)."""
+    K = len(q) - 1
+    g = np.full_like(s, q[K])
+    dg = np.zeros_like(s)
+    for j in range(K - 1, -1, -1):
+        dg = dg * s + g
+        g = g * s + q[j]
+    return g, dg
+
+
+def teacher_weights(P: int, beta: float, a: np.ndarray | None = None) -> np.ndarray:
+    """``a_p = p^(-β)/Z`` with ``Σ a_p² = 1`` (SPEC §C1 power-law case), or the explicit ``a``."""
+    if a is not None:
+        return np.asarray(a, dtype=float)
+    w = np.arange(1, P + 1, dtype=float) ** (-beta)
+    return w / np.sqrt(np.sum(w * w))
+
+
+def initial_directions(seed: int, m: int, d: int) -> np.ndarray:
+    """``u_k ~ Unif(S^{d-1})``, shape (m, d), from ``rng(seed, "init")``."""
+    u = rng(seed, "init").standard_normal((m, d))
+    return u / np.linalg.norm(u, axis=1, keepdims=True)
+
+
+# -- population loss and gradient -------------------------------------------------------------
+def population_loss_grad(
+    V: np.ndarray, a: np.ndarray, c: np.ndarray, need_grad: bool = True
+) -> tuple[float, np.ndarray | None]:
+    """Closed-form ``L(V) = ½E(f - f*)²`` and ``∇_V L`` for one configuration (module docstring).
+
+    ``V`` has shape (m, d); ``a`` (P,) with P ≤ d; ``c`` the Hermite coefficients of σ.
+    """
+    q = np.asarray(c, dtype=float) ** 2
+    P = a.shape[0]
+    r2 = np.einsum("kd,kd->k", V, V)
+    r = np.maximum(np.sqrt(r2), _R_FLOOR)
+    U = V / r[:, None]
+    G = U @ U.T
+    M = U[:, :P]
+    gG, dgG = _poly_g(G, q)
+    gM, dgM = _poly_g(M, q)
+    const = q[0] * float(np.sum(a)) ** 2 + float(np.sum(q[1:])) * float(a @ a)
+    loss = 0.5 * (float(r2 @ gG @ r2) - 2.0 * float(r2 @ (gM @ a)) + const)
+    if not need_grad:
+        return loss, None
+    A = (2.0 * gG - G * dgG) @ r2 - (2.0 * gM - M * dgM) @ a
+    grad = A[:, None] * U + (dgG * r2[None, :]) @ U
+    grad[:, :P] -= dgM * a[None, :]
+    grad *= r[:, None]
+    return loss, grad
+
+
+# -- emergence-time theory --------------------------------------------------------------------
+def emergence_time_h4(m0: float, m1: float, a: float, eta: float = 1.0) -> float:
+    """Exact h4 time for the cosine to go from ``m0`` to ``m1`` under ``ṁ = 4ηa m³(1-m²)``."""
+    return (
+        0.5 / m0**2 - 0.5 / m1**2 + 0.5 * math.log(m1**2 * (1 - m0**2) / (m0**2 * (1 - m1**2)))
+    ) / (4.0 * eta * a)
+
+
+def emergence_time(m0: float, m1: float, a: float, c: np.ndarray, eta: float = 1.0) -> float:
+    """``∫_{m0}^{m1} dm / (η a Σ_j c_j² j m^{j-1} (1-m²))`` (SPEC §C1 single-neuron ODE)."""
+    q = np.asarray(c, dtype=float) ** 2
+
+    def integrand(lm: float) -> float:  # substitution m = e^lm
+        mm = math.exp(lm)
+        rate = sum(q[j] * j * mm ** (j - 1) for j in range(1, len(q)))
+        return mm / (rate * (1.0 - mm * mm))
+
+    val, _ = quad(integrand, math.log(m0), math.log(m1), epsabs=0, epsrel=1e-12, limit=200)
+    return val / (eta * a)
+
+
+def _time_table(c: np.ndarray, m1: float) -> Callable[[np.ndarray], np.ndarray]:
+    """``F(m0) = a·T(m0 → m1)`` for any |m0| < m1, tabulated in log-log and interpolated."""
+    q = np.asarray(c, dtype=float) ** 2
+    if np.count_nonzero(q[1:]) == 1 and info_exponent(c) == 4:
+        s = q[4]
+
+        def exact(m0: np.ndarray) -> np.ndarray:
+            m02 = m0 * m0
+            return (0.5 / m02 - 0.5 / m1**2
+                    + 0.5 * np.log(m1**2 * (1 - m02) / (m02 * (1 - m1**2)))) / (4.0 * s)
+
+        return exact
+    nodes = np.geomspace(1e-8, m1, 1201)
+    seg = np.array([emergence_time(nodes[i], nodes[i + 1], 1.0, c) for i in range(len(nodes) - 1)])
+    F = np.cumsum(seg[::-1])[::-1]  # F at nodes[:-1]
+    spline = CubicSpline(np.log(nodes[:-1]), np.log(F))
+
+    def table(m0: np.ndarray) -> np.ndarray:
+        lm = np.clip(np.log(np.maximum(m0, nodes[0])), math.log(nodes[0]), math.log(nodes[-2]))
+        return np.where(m0 >= m1, 0.0, np.exp(spline(lm)))
+
+    return table
+
+
+def greedy_recovery_times(M0: np.ndarray, a: np.ndarray, c: np.ndarray,
+                          threshold: float = RECOVERY) -> np.ndarray:
+    """Greedy maximum-selection prediction of each teacher's recovery time (SPEC §C1).
+
+    ``M0`` (m, P) holds the initial cosines ``⟨v̄_k(0), e_p⟩``. Each pair (k, p) has the
+    single-neuron time ``τ_kp`` for ``|cos|`` to grow from ``|M0_kp|`` to ``√threshold`` under
+    ``ṁ = a_p Σ_j c_j² j m^{j-1}(1-m²)`` (for h4 the exact closed form, whose leading term is
+    ``1/(8 a_p M0_kp²)``). The rule: sort all pairs by ``τ``; scan them in increasing order and
+    accept a pair when neither its neuron nor its teacher has been claimed yet (the earliest
+    emergence happens first and commits that neuron). So at most ``min(m, P)`` teachers get a
+    finite time; the others (and those with ``a_p = 0``) get NaN.
+    """
+    m, P = M0.shape
+    m1 = math.sqrt(threshold)
+    F = _time_table(c, m1)
+    absm = np.minimum(np.abs(M0), m1)
+    with np.errstate(divide="ignore"):
+        tau = F(np.maximum(absm, 1e-300)) / a[None, :]
+    tau = np.where(a[None, :] > 0, tau, np.inf)
+    order = np.argsort(tau, axis=None, kind="stable")
+    out = np.full(P, np.nan)
+    neuron_used = np.zeros(m, bool)
+    teacher_used = np.zeros(P, bool)
+    n_left = min(m, int(np.count_nonzero(a > 0)))
+    for flat in order:
+        if n_left == 0:
+            break
+        k, p = divmod(int(flat), P)
+        if neuron_used[k] or teacher_used[p] or not np.isfinite(tau[k, p]):
+            continue
+        neuron_used[k] = teacher_used[p] = True
+        out[p] = tau[k, p]
+        n_left -= 1
+    return out
+
+
+def first_crossing(times: np.ndarray, y: np.ndarray, level: float = RECOVERY) -> np.ndarray:
+    """First time each column of ``y`` (time, ...) reaches ``level``; linear interpolation."""
+    y = np.asarray(y)
+    flat = y.reshape(y.shape[0], -1)
+    out = np.full(flat.shape[1], np.nan)
+    hit = flat >= level
+    for j in np.flatnonzero(hit.any(axis=0)):
+        i = int(np.argmax(hit[:, j]))
+        if i == 0:
+            out[j] = times[0]
+            continue
+        y0, y1 = flat[i - 1, j], flat[i, j]
+        t0, t1 = times[i - 1], times[i]
+        out[j] = t0 + (level - y0) / (y1 - y0) * (t1 - t0) if y1 != y0 else t1
+    return out.reshape(y.shape[1:])
+
+
+def idealised_loss(times: np.ndarray, T: np.ndarray, a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``½ (Σ_{j≥1} c_j²) Σ_p a_p² 1[t < T_p]`` (NaN ``T_p``: never learned)."""
+    Tf = np.where(np.isnan(T), np.inf, T)
+    scale = 0.5 * float(np.sum(np.asarray(c)[1:] ** 2))
+    return scale * ((times[:, None] < Tf[None, :]) * a[None, :] ** 2).sum(axis=1)
+
+
+def _overlap_stats(V: np.ndarray, P: int) -> tuple[np.ndarray, np.ndarray]:
+    """(overlap, norm) per teacher: ``max_k ⟨v̄_k, e_p⟩²`` and ``‖v_k‖²`` of that neuron."""
+    r2 = np.einsum("kd,kd->k", V, V)
+    cos2 = V[:, :P] ** 2 / np.maximum(r2, _R_FLOOR**2)[:, None]
+    best = np.argmax(cos2, axis=0)
+    return cos2[best, np.arange(P)], r2[best]
+
+
+def log_times(t_max: float, n: int, decades: float = 4.0) -> np.ndarray:
+    """0 followed by ``n`` log-spaced times over the ``decades`` decades up to ``t_max``."""
+    return np.concatenate([[0.0], np.geomspace(t_max * 10.0**-decades, t_max, n)])
+
+
+def log_steps(steps: int, n: int) -> np.ndarray:
+    """0 followed by up to ``n`` distinct log-spaced integer steps from 1 to ``steps``."""
+    s = np.unique(np.round(np.geomspace(1, steps, n)).astype(np.int64))
+    return np.concatenate([[0], s])
+
+
+def _integrate_flow(V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: np.ndarray,
+                    method: str, rtol: float, atol: float,
+                    record: Callable[[int, np.ndarray], None], t_rec: np.ndarray,
+                    progress: Callable[[float], None]) -> tuple[int, int]:
+    """Integrate ``V̇ = -∇L(V)`` step by step (scipy RK45/DOP853) over ``[0, times[-1]]``.
+
+    ``record(i, V(times[i]))`` is called from the solver's dense output; ``t_rec[p]`` receives
+    the first time ``max_k ⟨v̄_k, e_p⟩²`` reaches :data:`RECOVERY`, located by ``brentq`` on the
+    dense output of the step in which it happens (so it is accurate to the integrator's
+    tolerance, whatever the output grid). Returns (status, number of gradient evaluations).
+    """
+    m, d = V0.shape
+    P = a.shape[0]
+
+    def rhs(t: float, y: np.ndarray) -> np.ndarray:
+        g = population_loss_grad(y.reshape(m, d), a, c)[1]
+        assert g is not None
+        return -g.ravel()
+
+    def best(y: np.ndarray) -> np.ndarray:
+        return _overlap_stats(y.reshape(m, d), P)[0]
+
+    solver_cls = RK45 if method == "RK45" else DOP853
+    solver = solver_cls(rhs, 0.0, V0.ravel().copy(), times[-1], rtol=rtol, atol=atol)
+    record(0, V0)
+    i = 1
+    prev = best(solver.y)
+    t_rec[prev >= RECOVERY] = 0.0
+    n_steps = 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        while solver.status == "running" and i < len(times):
+            solver.step()
+            if solver.status == "failed" or not np.all(np.isfinite(solver.y)):
+                return STATUS_DIVERGED, solver.nfev
+            n_steps += 1
+            dense = None
+            while i < len(times) and times[i] <= solver.t:
+                dense = dense or solver.dense_output()
+                record(i, solver.y.reshape(m, d) if times[i] == solver.t
+                       else dense(times[i]).reshape(m, d))
+                i += 1
+            now = best(solver.y)
+            for p in np.flatnonzero(np.isnan(t_rec) & (now >= RECOVERY)):
+                dense = dense or solver.dense_output()
+                t_rec[p] = brentq(lambda t, p=p, f=dense: best(f(t))[p] - RECOVERY,
+                                  solver.t_old, solver.t, xtol=1e-12 * max(1.0, solver.t))
+            if n_steps % 200 == 0:
+                progress(solver.t)
+    return STATUS_OK, solver.nfev
+
+
+def minibatch_grad(V: np.ndarray, x: np.ndarray, fstar: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Mini-batch gradient of ``½ mean_i (f(x_i) - f*(x_i))²`` (SPEC §C1 "Online SGD").
+
+    ``∇_{v_k} = mean_i e_i [2 v_k σ(z_ki) + r_k σ'(z_ki)(x_i - z_ki v̄_k)]``, ``e_i = f - f*``.
+    """
+    n = x.shape[0]
+    r2 = np.einsum("kd,kd->k", V, V)
+    r = np.maximum(np.sqrt(r2), _R_FLOOR)
+    U = V / r[:, None]
+    z = U @ x.T  # (m, n)
+    sig, dsig = hermite_eval(z, c)
+    err = r2 @ sig - fstar  # (n,)
+    es = sig @ err  # (m,)
+    ed = dsig * err[None, :]
+    grad = (2.0 / n) * es[:, None] * V
+    grad += (r / n)[:, None] * (ed @ x - np.einsum("kn,kn->k", ed, z)[:, None] * U)
+    return grad
+
+
+# -- the model --------------------------------------------------------------------------------
+@register
+class Hermite(Model):
+    """Additive Hermite single-index tasks learned by a 2-homogeneous student (SPEC §C1)."""
+
+    name: ClassVar[str] = "hermite"
+    summary: ClassVar[str] = (
+        "Additive model of P Hermite single-index tasks: population gradient flow and online "
+        "SGD, emergence times and scaling laws (Ren et al. 2025)"
+    )
+    actions: ClassVar[tuple[str, ...]] = ("solve", "train")
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("d", "int", 256, "input dimension", low=2),
+        Param("P", "int", 16, "number of teacher tasks (directions e_1..e_P), P ≤ d", low=1),
+        Param("m", "int", 32, "number of student neurons", low=1),
+        Param("beta", "float", 0.8, "power-law exponent of the teacher weights a_p ∝ p^-beta",
+              low=0.0, batchable=True),
+        Param("a", "vector", None, "explicit teacher weights a_1..a_P (≥ 0, used as given; "
+              "overrides beta)", low=0.0, optional=True),
+        Param("k", "int", 4, "σ = h_k, the normalised Hermite polynomial of even degree k ≥ 4",
+              low=4, high=30),
+        Param("sigma_coeffs", "vector", None, "Hermite coefficients c_0..c_K of σ (even, "
+              "c_1 = c_2 = 0, Σ c_j² = 1); overrides k", optional=True),
+        Param("sigma0", "float", 1e-2, "initial neuron norm (radius of the initial sphere)",
+              low=0.0, low_open=True, batchable=True),
+        Param("t_max", "float", 2000.0, "solve: gradient-flow time horizon", unit="time",
+              low=0.0, low_open=True),
+        Param("decades", "float", 4.0, "solve: output times span this many decades below "
+              "t_max", low=0.5, high=12.0),
+        Param("rtol", "float", 1e-7, "solve: relative tolerance of the adaptive integrator",
+              low=1e-13, high=1e-2),
+        Param("method", "str", "RK45", "solve: solve_ivp method", choices=("RK45", "DOP853")),
+        Param("lr", "float", None, "train: online-SGD step (default 0.1/d²); time = lr × step",
+              low=0.0, low_open=True, batchable=True, optional=True),
+        Param("steps", "int", 100000, "train: number of online-SGD steps (= samples / batch)",
+              low=1),
+        Param("batch", "int", 1, "train: fresh Gaussian samples per SGD step", low=1),
+        Param("checkpoints", "int", 200, "number of log-spaced output times/steps (after 0)",
+              low=1),
+        Param("seed", "int", 0, "random seed (initial directions; SGD samples)", low=0),
+        Param("save_params", "bool", False, "also store the weights v over (time, neuron, dim)"),
+    )
+
+    @classmethod
+    def check(cls, action: str, values: dict[str, Any]) -> None:
+        d, P = values["d"], values["P"]
+        if P > d:
+            raise BadInput(f"parameter P: {P} teachers need P ≤ d = {d}")
+        if values["a"] is not None:
+            a = np.asarray(values["a"], dtype=float)
+            if a.shape != (P,):
+                raise BadInput(f"parameter a: expected {P} weights (one per teacher), "
+                               f"got {a.size}")
+            if not np.any(a > 0):
+                raise BadInput("parameter a: at least one weight must be positive")
+        if values["sigma_coeffs"] is not None:
+            validate_coeffs(values["sigma_coeffs"])
+        elif values["k"] % 2:
+            raise BadInput(f"parameter k: σ = h_k must be even with k ≥ 4, got {values['k']}")
+        if action == "train" and values["lr"] is None:
+            values["lr"] = 0.1 / d**2
+
+    @classmethod
+    def cost(cls, values: Mapping[str, Any]) -> float:
+        """Flops-like estimate: ~7 gradient evaluations of O(m(m+P)d) per unit of GF time
+        (solve, see the module docstring) plus O(batch·m·d) per SGD step (train)."""
+        m, d, P = values["m"], values["d"], values["P"]
+        solve = 7.0 * values["t_max"] * m * (m + P) * d
+        train = float(values["steps"]) * values["batch"] * m * d * 4.0
+        return (solve + train) * 1e-9
+
+    # -- helpers ----------------------------------------------------------------------------
+    @staticmethod
+    def _setup(batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(c, a (B,P), U0 (m,d), sigma0 (B,))."""
+        c = hermite_coeffs(batch["k"], batch["sigma_coeffs"])
+        P = batch["P"]
+        beta = batch.column("beta")
+        a = np.stack([teacher_weights(P, float(b), batch["a"]) for b in beta])
+        U0 = initial_directions(batch["seed"], batch["m"], batch["d"])
+        return c, a, U0, batch.column("sigma0").astype(float)
+
+    @staticmethod
+    def _dataset(batch: Batch, axis: str, axis_coord: xr.Variable, loss: np.ndarray,
+                 overlap: np.ndarray, norm: np.ndarray, t_rec: np.ndarray, t_th: np.ndarray,
+                 loss_th: np.ndarray, status: np.ndarray, Vs: np.ndarray | None,
+                 extra: dict[str, xr.Variable]) -> xr.Dataset:
+        P, m, d = batch["P"], batch["m"], batch["d"]
+        data = {
+            "loss": var(("point", axis), loss, "population loss ½E(f - f*)²"),
+            "overlap": var(("point", axis, "teacher"), overlap,
+                           "best squared overlap max_k <v̄_k, e_p>²"),
+            "norm": var(("point", axis, "teacher"), norm, "squared norm ‖v_k‖² of the best neuron"),
+            "t_recover": var(("point", "teacher"), t_rec,
+                             "first time the overlap reaches 0.9", "time"),
+            "t_recover_theory": var(("point", "teacher"), t_th,
+                                    "greedy single-neuron prediction of t_recover", "time"),
+            "loss_theory": var(("point", axis), loss_th,
+                               "idealised loss ½ Σ_{unlearned p} a_p²"),
+            "status": var(("point",), status, "0 ok, 1 diverged"),
+            **extra,
+        }
+        data["t_recover"].attrs["nan_meaning"] = "the overlap never reached 0.9"
+        data["t_recover_theory"].attrs["nan_meaning"] = (
+            "not learnable: more teachers than neurons (greedy rule) or a_p = 0")
+        if Vs is not None:
+            data["v"] = var(("point", axis, "neuron", "dim"), Vs, "student weights v_k")
+        coords = {
+            axis: axis_coord,
+            "teacher": var(("teacher",), np.arange(1, P + 1), "teacher index p"),
+        }
+        if Vs is not None:
+            coords["neuron"] = var(("neuron",), np.arange(m), "student neuron index")
+            coords["dim"] = var(("dim",), np.arange(d), "input coordinate")
+        return xr.Dataset(data, coords=coords)
+
+    # -- gradient flow ----------------------------------------------------------------------
+    def solve(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+        c, a, U0, sigma0 = self._setup(batch)
+        B, m, d, P = batch.size, batch["m"], batch["d"], batch["P"]
+        times = log_times(batch["t_max"], batch["checkpoints"], batch["decades"])
+        T = len(times)
+        loss = np.full((B, T), np.nan)
+        overlap = np.full((B, T, P), np.nan)
+        norm = np.full((B, T, P), np.nan)
+        Vs = np.full((B, T, m, d), np.nan) if batch["save_params"] else None
+        status = np.zeros(B, np.int8)
+        nfev = np.zeros(B, np.int64)
+        t_rec = np.full((B, P), np.nan)
+        t_th = np.stack([greedy_recovery_times(U0[:, :P], a[b], c) for b in range(B)])
+        for b in range(B):
+
+            def record(i: int, Vi: np.ndarray, b: int = b) -> None:
+                loss[b, i] = population_loss_grad(Vi, a[b], c, need_grad=False)[0]
+                overlap[b, i], norm[b, i] = _overlap_stats(Vi, P)
+                if Vs is not None:
+                    Vs[b, i] = Vi
+
+            def frac(t: float, b: int = b) -> None:
+                if progress is not None:
+                    progress(min(1.0, (b + t / times[-1]) / B))
+
+            status[b], nfev[b] = _integrate_flow(
+                sigma0[b] * U0, a[b], c, times, batch["method"], batch["rtol"],
+                1e-3 * batch["rtol"] * sigma0[b] / math.sqrt(d), record, t_rec[b], frac)
+        if progress is not None:
+            progress(1.0)
+        loss_th = np.stack([idealised_loss(times, t_th[b], a[b], c) for b in range(B)])
+        coord = var(("time",), times, "gradient-flow time t", "time")
+        extra = {"nfev": var(("point",), nfev, "right-hand-side (gradient) evaluations")}
+        return self._dataset(batch, "time", coord, loss, overlap, norm, t_rec, t_th, loss_th,
+                             status, Vs, extra)
+
+    # -- online SGD -------------------------------------------------------------------------
+    def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+        c, a, U0, sigma0 = self._setup(batch)
+        B, m, d, P = batch.size, batch["m"], batch["d"], batch["P"]
+        n, steps = batch["batch"], batch["steps"]
+        lr = batch.column("lr").astype(float)
+        grid = log_steps(steps, batch["checkpoints"])
+        S = len(grid)
+        loss = np.full((B, S), np.nan)
+        overlap = np.full((B, S, P), np.nan)
+        norm = np.full((B, S, P), np.nan)
+        Vs = np.full((B, S, m, d), np.nan) if batch["save_params"] else None
+        status = np.zeros(B, np.int8)
+        alive = np.ones(B, bool)
+        V = sigma0[:, None, None] * U0[None, :, :]
+        gen = rng(batch["seed"], "sgd")
+
+        def record(i: int) -> None:
+            for b in range(B):
+                if not alive[b]:
+                    continue
+                Vb = V[b]
+                if not np.all(np.isfinite(Vb)):
+                    alive[b] = False
+                    status[b] = 1
+                    continue
+                loss[b, i] = population_loss_grad(Vb, a[b], c, need_grad=False)[0]
+                overlap[b, i], norm[b, i] = _overlap_stats(Vb, P)
+                if Vs is not None:
+                    Vs[b, i] = Vb
+
+        record(0)
+        nxt = 1
+        report_every = max(1, steps // 200)
+        for s in range(1, steps + 1):
+            x = gen.standard_normal((n, d))
+            sx = hermite_eval(x[:, :P], c)[0]  # (n, P)
+            for b in np.flatnonzero(alive):
+                # one configuration at a time: identical BLAS shapes whatever the batch
+                with np.errstate(over="ignore", invalid="ignore"):
+                    V[b] = V[b] - lr[b] * minibatch_grad(V[b], x, sx @ a[b], c)
+            if s == grid[nxt]:
+                record(nxt)
+                nxt += 1
+            if progress is not None and s % report_every == 0:
+                progress(s / steps)
+        timev = lr[:, None] * grid[None, :].astype(float)
+        t_rec = np.stack([first_crossing(timev[b], overlap[b]) for b in range(B)])
+        t_th = np.stack([greedy_recovery_times(U0[:, :P], a[b], c) for b in range(B)])
+        loss_th = np.stack([idealised_loss(timev[b], t_th[b], a[b], c) for b in range(B)])
+        coord = var(("step",), grid, "online-SGD step (samples / batch)")
+        extra = {"time": var(("point", "step"), timev, "rescaled time lr × step", "time")}
+        return self._dataset(batch, "step", coord, loss, overlap, norm, t_rec, t_th, loss_th,
+                             status, Vs, extra)
