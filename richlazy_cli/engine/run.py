@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 from joblib import Parallel, delayed, parallel_config
+from threadpoolctl import threadpool_limits
 
 from ..models.params import BadInput, jsonable
 from .assemble import Assembler, result_as_chunk
@@ -147,8 +148,13 @@ def dispatch(job: Job, chunks: list[np.ndarray], opts: RunOptions) -> Iterator[C
                 yield from Parallel(n_jobs=-1, return_as="generator_unordered")(tasks)
         return
     backend = "threading" if opts.backend == "threads" else "loky"
-    with parallel_config(
-        backend=backend, n_jobs=jobs, inner_max_num_threads=1 if backend == "loky" else None
+    # Threads share one process: hold BLAS at one thread for the whole run, so that no
+    # worker leaving its own limit can hand another worker two BLAS threads mid-chunk.
+    with (
+        threadpool_limits(limits=1),
+        parallel_config(
+            backend=backend, n_jobs=jobs, inner_max_num_threads=1 if backend == "loky" else None
+        ),
     ):
         yield from Parallel(return_as="generator_unordered", pre_dispatch="2*n_jobs")(tasks)
 
