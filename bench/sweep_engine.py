@@ -6,8 +6,10 @@
    Target: engine / vectorised <= 1.25.
 2. Speed-up: a CPU-bound sweep (single-neuron with numeric integration) with --jobs 2 against
    --jobs 1, same chunks. Target >= 1.8 on 2 cores.
-3. Memory: peak resident memory of the parent process of a --jobs 2 sweep against the size of
-   the file it writes. Target <= 2.
+3. Memory: peak resident memory (VmHWM) of the parent process of a --jobs 2 sweep of 20,000
+   points x 201 times (a ~320 MB file) against the size of the file it writes. Target <= 2.
+   The parent holds the assembled result once (1x) plus the chunks in flight and the
+   interpreter itself (~90-130 MB, reported separately).
 
 Run: .venv/bin/python bench/sweep_engine.py [--points N]
 """
@@ -83,7 +85,7 @@ from richlazy_cli.engine.job import Job
 from richlazy_cli.engine.run import RunOptions, execute
 base = hwm()
 job = Job.build("single-neuron", "solve", {{"method": "exact", "n_times": 201}},
-                [("delta", "linspace(-4,4,125)"), ("eta_a", "linspace(0.5,2,80)")])
+                [("delta", "linspace(-4,4,125)"), ("eta_a", "linspace(0.5,2,160)")])
 execute(job, {out!r}, RunOptions(jobs=2, quiet=True), ["bench"])
 peak = hwm()
 print(json.dumps({{"baseline_kb": base, "peak_kb": peak}}))

@@ -33,7 +33,7 @@ from .progress import Reporter
 from .store import check_writable, json_attr, open_result, provenance, write_result
 
 BACKENDS = ("loky", "threads", "dask")
-MAX_AUTO_CHUNK = 4096
+MAX_AUTO_CHUNK = 256  # bounds the memory of results in flight
 
 
 @dataclass
