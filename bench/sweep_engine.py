@@ -118,6 +118,8 @@ def main() -> None:
     print(f"{'overhead: engine, ' + str(args.points) + ' points [s]':52s} {engine:12.2f}")
     print(f"{'overhead: one vectorised call [s]':52s} {vectorised:12.2f}")
     print(f"{'  ratio engine / vectorised':52s} {engine / vectorised:12.2f} {'<= 1.25':>10s}")
+    per_point = (engine - vectorised) / args.points * 1e6
+    print(f"{'  engine cost per point [us] (validation, parts, file)':52s} {per_point:12.1f}")
     print(f"{'speed-up: --jobs 1 [s]':52s} {t1:12.2f}")
     print(f"{'speed-up: --jobs 2 [s]':52s} {t2:12.2f}")
     print(f"{'  ratio jobs1 / jobs2':52s} {t1 / t2:12.2f} {'>= 1.8':>10s}")

@@ -82,10 +82,13 @@ def compute_chunk(
     points: list[dict[str, Any]],
     indices: np.ndarray,
     retry_singly: bool = True,
+    checked: bool = False,
 ) -> ChunkResult:
     """Run ``model_name``'s ``action`` on ``base`` overlaid with each of ``points``.
 
     ``base`` holds every parameter (validated); ``points`` hold the grid values of each point.
+    With ``checked``, ``points`` are already complete, checked parameter sets (the in-process
+    route reuses the validation done up front) and ``base`` is not used.
     """
     model_cls = get_model(model_name)
     model = model_cls()
@@ -97,6 +100,9 @@ def compute_chunk(
     def configs(sel: list[int]) -> Batch:
         values = []
         for i in sel:
+            if checked:
+                values.append(points[i])
+                continue
             v = dict(base)
             v.update(points[i])
             model_cls.check(action, v)

@@ -20,6 +20,8 @@ from ..models.params import BadInput
 from .grid import Grid, parse_grid, split_assignment
 
 JOB_KEYS = {"action", "model", "params", "grid", "run"}
+KEEP_CHECKED = 200_000
+"""Grids up to this many points keep their checked parameter sets in memory."""
 RUN_KEYS = {
     "jobs",
     "backend",
@@ -84,6 +86,7 @@ class Job:
     base: dict[str, Any]
     grid: Grid
     recorded: dict[str, Any]  # the parameters as recorded in the file (grid ones at default)
+    checked: list[dict[str, Any]] | None = None  # every point's checked parameters, if kept
 
     @classmethod
     def build(
@@ -124,16 +127,30 @@ class Job:
         return values
 
     def validate_points(self) -> None:
-        """Check every point; the first bad one is reported with its grid values."""
+        """Check every point; the first bad one is reported with its grid values.
+
+        The checked parameter sets of grids up to :data:`KEEP_CHECKED` points are kept for the
+        in-process route, which then need not check them again.
+        """
         size = max(self.grid.size, 1)
+        keep: list[dict[str, Any]] | None = [] if size <= KEEP_CHECKED else None
         for flat, point in enumerate(self.grid.points(np.arange(size))):
             try:
-                self.values(flat, point)
+                values = self.values(flat, point)
+                if keep is not None:
+                    keep.append(values)
             except BadInput as exc:
                 if not self.grid.dims:
                     raise
                 where = ", ".join(f"{k}={v}" for k, v in self.grid.label(flat).items())
                 raise BadInput(f"at grid point {where}: {exc}") from None
+        self.checked = keep
+
+    def checked_values(self, indices: np.ndarray) -> list[dict[str, Any]] | None:
+        """The checked parameter sets of ``indices``, when they were kept."""
+        if self.checked is None:
+            return None
+        return [self.checked[int(i)] for i in indices]
 
     def cost(self, indices: np.ndarray) -> float:
         return float(sum(self.model.cost(self.values(int(i))) for i in indices))

@@ -136,7 +136,11 @@ def dispatch(job: Job, chunks: list[np.ndarray], opts: RunOptions) -> Iterator[C
     tasks = (delayed(compute_chunk)(*args, base, job.grid.points(c), c) for c in chunks)
     if opts.backend == "loky" and (jobs == 1 or len(chunks) == 1):
         for c in chunks:
-            yield compute_chunk(*args, base, job.grid.points(c), c)
+            checked = job.checked_values(c)
+            if checked is not None:
+                yield compute_chunk(*args, base, checked, c, checked=True)
+            else:
+                yield compute_chunk(*args, base, job.grid.points(c), c)
         return
     if opts.backend == "dask":
         with dask_client(opts.scheduler, jobs, opts.worker_timeout):

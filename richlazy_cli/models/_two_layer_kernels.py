@@ -16,36 +16,14 @@ Conventions (SPEC §A3, "Fig. 1 / Appendix D.1 protocol"):
   (the second form uses ``σ(z) = σ'(z) z``), so one step costs two matrix products
   (forward ``X Wᵀ``, backward ``(D∘r)ᵀ X``) plus O(n h) elementwise work.
 
-Batching: configurations of one seed share ``X``. The two matrix products of a group of
-``g`` configurations are issued as ONE product each, the configurations' weights stacked
-along the rows (``Z_all = W_stack Xᵀ``, ``(g·h) × n``; ``P_all = (D∘r)_stack X``,
-``(g·h) × d``), but only under conditions that make every configuration's block of the
-result bitwise independent of its position and of ``g`` (see :func:`stackable`):
-
-* in OpenBLAS's column-major view the stacked axis is the ``N`` dimension and the shared
-  axis (``n`` forward, ``d`` backward) is ``M``; the product of a row block of ``C`` with
-  the packed panels runs a sequential FMA chain over ``K`` whose result, measured on this
-  machine's OpenBLAS 0.3.31 (SkylakeX kernels, 16×2 double / 16×4 single), does not depend on
-  the width of the ``N`` chunk that holds the column, EXCEPT for the rows of the ``M``
-  remainder tiles narrower than 8 (``m4``/``m2``/``m1``). So ``X`` is padded with zero
-  samples and zero input dimensions to ``n₈, d₈`` (multiples of 8): padded samples have
-  ``y = 0``, hence ``f = 0``, ``r = 0`` and no contribution; padded input dimensions have
-  ``x = 0``, hence gradient exactly 0, so the padded columns of ``W`` stay 0;
-* OpenBLAS's "small matrix" kernels (``M·N·K ≤ 10⁶``) and single-precision "direct"
-  kernel (row-major, no transposition) sum differently from the blocked path, so stacking is
-  used only when one configuration alone already has ``h·n₈·d₈ > 10⁶``, and both products
-  are issued with a transposed right operand (``W Xᵀ`` with ``Xᵀ`` an F-ordered view,
-  ``(D∘r) X`` with ``X`` an F-ordered view), which the direct kernel never takes.
-
-Below that size the products are issued per configuration, always with the same shapes, as
-before. The randomized test ``test_stacked_products_are_position_independent`` checks the
-stacked products block by block against the configuration alone (batch sizes 1–17 and 34,
-random positions, both dtypes, several shapes); the model's tests check alone-versus-batch
-bitwise identity of whole trainings. Measured: without the padding to multiples of 8 the
-last rows of ``n mod 16 < 8`` remainders differ in the last bits (e.g. d = 37, h = 29,
-n = 999: neurons 24–28 × samples 992–998), and stacking across the 10⁶ threshold changes
-the products of every configuration.
-The O(n h) elementwise passes run over the whole group into preallocated buffers.
+Batching: configurations of one seed share ``X``. The matrix products are issued per
+configuration, always with the same shapes and contiguous operands, because stacking the
+weights of several configurations into one larger product is *not* bitwise safe: OpenBLAS
+picks different micro-kernels (and, for the backward product, different reduction orders)
+by shape and by column offset, which was measured to change the last bits of some
+configurations. The O(n h) elementwise passes, which are what the per-configuration research
+loop loses time on, run over a whole group (sized to stay in L2) into preallocated buffers.
+The model's tests check alone-versus-batch bitwise identity for both dtypes and two sizes.
 """
 
 from __future__ import annotations
@@ -147,43 +125,17 @@ def initial_params(problem: Problem, tau: np.ndarray, delta: np.ndarray
 # ----------------------------------------------------------------------------------------------
 
 
-STACK_MIN_MNK = 1_000_000
-"""OpenBLAS uses its small-matrix kernels for ``M·N·K`` up to this (x86-64 SkylakeX, 0.3.31)."""
-
-
-_NT = True
-
-
-def pad8(m: int) -> int:
-    """``m`` rounded up to a multiple of 8 (no ``M`` remainder tiles narrower than 8)."""
-    return -(-m // 8) * 8
-
-
-def stackable(n: int, d: int, h: int) -> bool:
-    """Whether the products of a group may be stacked (module docstring, "Batching").
-
-    Requires that one configuration alone is above OpenBLAS's small-matrix threshold for both
-    products (``h·n₈·d₈`` is ``M·N·K`` of each) and ``h ≥ 2`` (a single row would make
-    NumPy call ``gemv`` for a lone configuration).
-    """
-    return h >= 2 and h * pad8(n) * pad8(d) > STACK_MIN_MNK
-
-
 class GroupWorkspace:
     """Preallocated buffers for one group of ``g`` configurations (avoids temporaries).
 
     The n × h activations are stored transposed, neuron-major (``g × h × n``): the forward
     product ``W Xᵀ`` and the backward product ``(D∘r)ᵀ X`` are then faster in OpenBLAS
     than with the sample-major layout (measured 48 vs 42 GFLOP/s on one core for the
-    forward product), the residual broadcasts along the contiguous axis, and with
-    ``stacked`` the ``g`` configurations' blocks form one ``(g·h) × n`` matrix. With
-    ``stacked``, ``n`` and ``d`` are the padded sizes ``n₈, d₈``.
+    forward product), and the residual broadcasts along the contiguous axis.
     """
 
-    def __init__(self, n: int, h: int, d: int, g: int, dtype: np.dtype,
-                 stacked: bool = False) -> None:
+    def __init__(self, n: int, h: int, d: int, g: int, dtype: np.dtype) -> None:
         self.g = g
-        self.stacked = stacked
         self.Z = np.empty((g, h, n), dtype)  # pre-activations Zᵀ, then σ(Z)ᵀ
         self.D = np.empty((g, h, n), dtype)  # σ'(Z)ᵀ, then (σ'(Z) ∘ r)ᵀ
         self.mask = np.empty((g, h, n), np.bool_)
@@ -203,22 +155,16 @@ def group_gradients(X: np.ndarray, XT: np.ndarray, y: np.ndarray, W: np.ndarray,
     ``∇_W L = (2/n) a ∘ P`` and ``∇_a L = (2/n) W·P`` (module docstring). The arrays
     returned are views of the workspace.
 
-    With ``ws.stacked`` (``X``, ``y``, ``W`` zero-padded to ``n₈, d₈``, module docstring)
-    each product is one call over the stacked group; otherwise one call per configuration
-    with identical shapes and contiguous operands. Either way the bits of a configuration
-    cannot depend on the batch. Elementwise passes and the contiguous last-axis reductions
-    run over the whole group at once.
+    Matrix products are issued per configuration with identical shapes and contiguous
+    operands (so their bits cannot depend on the batch); elementwise passes and the
+    contiguous last-axis reductions run over the whole group at once.
     """
-    g, h, d = W.shape
-    n = X.shape[0]
+    g = W.shape[0]
     if ws.g != g:
         raise ValueError("workspace sized for a different group")
     Z, D, f, P = ws.Z, ws.D, ws.f, ws.P
-    if ws.stacked:  # (g·h) × n = (g·h) × d @ (d × n), transposed operand (module docstring)
-        np.matmul(W.reshape(g * h, d), X.T if _NT else XT, out=Z.reshape(g * h, n))
-    else:
-        for b in range(g):
-            np.matmul(W[b], XT, out=Z[b])  # forward product (W Xᵀ), h × n
+    for b in range(g):
+        np.matmul(W[b], XT, out=Z[b])  # forward product (W Xᵀ), h × n
     if not np.any(leak):
         np.greater_equal(Z, 0, out=D)  # σ' ∈ {0, 1}
     else:
@@ -230,11 +176,8 @@ def group_gradients(X: np.ndarray, XT: np.ndarray, y: np.ndarray, W: np.ndarray,
         np.matmul(a[b], Z[b], out=f[b])
     r = np.subtract(f, y, out=f)
     np.multiply(D, r[:, None, :], out=D)
-    if ws.stacked:  # (g·h) × d = (g·h) × n @ (n × d), transposed operand
-        np.matmul(D.reshape(g * h, n), XT.T if _NT else X, out=P.reshape(g * h, d))
-    else:
-        for b in range(g):
-            np.matmul(D[b], X, out=P[b])  # backward product ((D∘r)ᵀ X), h × d
+    for b in range(g):
+        np.matmul(D[b], X, out=P[b])  # backward product ((D∘r)ᵀ X), h × d
     np.multiply(W, P, out=ws.tmp)
     wp = ws.tmp.sum(axis=2)
     return r, P, wp

@@ -57,13 +57,7 @@ _K0_STORE_BYTES = 512 * 2**20
 """Above this many bytes of stored initial-kernel panels per batch, recompute K0 instead."""
 
 _GROUP_BYTES = 900 * 2**10
-"""Per-configuration products: target size of one group's n × (g·h) pre-activation block
-(stays in a 1 MiB L2 cache)."""
-
-_STACK_BYTES = 64 * 2**20
-"""Stacked products: at most this many bytes of n × (g·h) buffers (Z and D) per group. The
-elementwise passes run at the same speed from L3 as from L2 (measured), and larger stacks
-amortise the Python and BLAS-call overheads."""
+"""Target size of one group's n × (g·h) pre-activation block (stays in a 1 MiB L2 cache)."""
 
 
 def checkpoint_steps(steps: int, n_checkpoints: int, checkpoints: Any) -> np.ndarray:
@@ -160,28 +154,19 @@ class TwoLayer(Model):
         prob = kern.make_problem(int(v["seed"]), d, h, int(v["k"]), n, int(v["n_test"]),
                                  bool(v["symmetrize"]))
         W_init, a_init = kern.initial_params(prob, tau, delta)
-        # stacked products need X, y, W zero-padded to n₈ × d₈ (kernel module docstring)
-        stacked = kern.stackable(n, d, h)
-        n_p, d_p = (kern.pad8(n), kern.pad8(d)) if stacked else (n, d)
-        W = np.zeros((B, h, d_p), dtype)  # state of the active configurations
-        W[:, :, :d] = W_init
+        W = np.ascontiguousarray(W_init.astype(dtype))  # state of the active configurations
         a = np.ascontiguousarray(a_init.astype(dtype))
-        X = np.zeros((n_p, d_p), dtype)
-        X[:n, :d] = prob.X
+        X = np.ascontiguousarray(prob.X.astype(dtype))
         XT = np.ascontiguousarray(X.T)
-        y = np.zeros(n_p, dtype)
-        y[:n] = prob.y
+        y = prob.y.astype(dtype)
         coef_all = (lr_eff * 2.0 / n).astype(dtype)
 
-        metrics = _Metrics(prob, W[:, :, :d], a, leak, ck, bool(v["save_params"]))
+        metrics = _Metrics(prob, W, a, leak, ck, bool(v["save_params"]))
         status = np.zeros(B, dtype=np.int8)
         active = np.arange(B)
         loss0 = np.full(B, np.nan)
 
-        if stacked:
-            g_max = max(1, _STACK_BYTES // (2 * n_p * h * dtype.itemsize))
-        else:
-            g_max = max(1, _GROUP_BYTES // (n * h * dtype.itemsize))
+        g_max = max(1, _GROUP_BYTES // (n * h * dtype.itemsize))
         spaces: dict[int, kern.GroupWorkspace] = {}
 
         def plan(active: np.ndarray) -> list[tuple[int, int, np.ndarray, np.ndarray,
@@ -191,7 +176,7 @@ class TwoLayer(Model):
             for s in range(0, active.size, g_max):
                 e = min(s + g_max, active.size)
                 if e - s not in spaces:
-                    spaces[e - s] = kern.GroupWorkspace(n_p, h, d_p, e - s, dtype, stacked)
+                    spaces[e - s] = kern.GroupWorkspace(n, h, d, e - s, dtype)
                 groups.append((s, e, leak[active[s:e]], coef_all[active[s:e]], spaces[e - s]))
             return groups
 
@@ -207,10 +192,10 @@ class TwoLayer(Model):
                 break
             bad = np.zeros(active.size, dtype=bool)
             if record:  # metrics are of θ_t, before this step's update
-                snap = (active, W[:, :, :d].copy(), a.copy())
+                snap = (active, W.copy(), a.copy())
             for s, e, leak_g, coef, ws in groups:
                 r, P3, wp = kern.group_gradients(X, XT, y, W[s:e], a[s:e], leak_g, ws)
-                r64 = r[:, :n].astype(np.float64)  # padded samples have r = 0
+                r64 = r.astype(np.float64)
                 loss = np.square(r64, out=r64).sum(axis=1) / n
                 if t == 0:
                     loss0[active[s:e]] = loss
