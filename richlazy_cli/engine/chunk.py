@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 import traceback
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import xarray as xr
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from ..models.base import STATUS_DIVERGED, STATUS_ERROR, STATUS_OK, Batch, get_model
 
@@ -30,6 +31,21 @@ class ChunkResult:
     status: np.ndarray  # int8 per point
     elapsed: np.ndarray  # seconds per point (the chunk's wall time shared equally)
     errors: dict[int, str] = field(default_factory=dict)  # flat index -> message
+
+
+_controller: ThreadpoolController | None = None
+
+
+def one_blas_thread() -> AbstractContextManager[object]:
+    """A context holding BLAS/OpenMP at one thread.
+
+    The controller (which scans the loaded libraries, a few milliseconds) is made once per
+    process, after the first model import has loaded whatever libraries models use.
+    """
+    global _controller
+    if _controller is None:
+        _controller = ThreadpoolController()
+    return _controller.limit(limits=1)
 
 
 def _message(exc: BaseException) -> str:
@@ -110,7 +126,7 @@ def compute_chunk(
         return Batch.from_points(model_cls, values)
 
     data: xr.Dataset | None
-    with threadpool_limits(limits=1):
+    with one_blas_thread():
         try:
             data = model.run(action, configs(list(range(size))))
         except Exception as exc:

@@ -226,6 +226,16 @@ def all_models() -> dict[str, type[Model]]:
 
 
 def get_model(name: str) -> type[Model]:
+    """The model registered as ``name``; BadInput with a suggestion when there is none."""
+    if name not in _REGISTRY:  # fast path for workers: model `a-b` lives in module `a_b`
+        module = name.replace("-", "_")
+        if module.isidentifier() and module not in ("base", "params"):
+            try:
+                importlib.import_module(f"richlazy_cli.models.{module}")
+            except ModuleNotFoundError:
+                pass
+    if name in _REGISTRY:
+        return _REGISTRY[name]
     models = all_models()
     if name not in models:
         raise BadInput(
