@@ -34,7 +34,10 @@ from .progress import Reporter
 from .store import check_writable, json_attr, open_result, provenance, write_result
 
 BACKENDS = ("loky", "threads", "dask")
-MAX_AUTO_CHUNK = 256  # bounds the memory of results in flight
+MAX_AUTO_CHUNK = 256
+"""Largest automatic chunk with worker processes: bounds the results in flight to the parent."""
+MAX_AUTO_CHUNK_IN_PROCESS = 4096
+"""Largest automatic chunk when the parent computes (--jobs 1): nothing is in flight."""
 
 
 @dataclass
@@ -88,7 +91,8 @@ def default_jobs() -> int:
 
 def auto_chunk_size(pending: int, workers: int) -> int:
     """About four chunks per worker, so that work balances and progress moves."""
-    return max(1, min(MAX_AUTO_CHUNK, math.ceil(pending / (4 * max(workers, 1)))))
+    cap = MAX_AUTO_CHUNK_IN_PROCESS if workers == 1 else MAX_AUTO_CHUNK
+    return max(1, min(cap, math.ceil(pending / (4 * max(workers, 1)))))
 
 
 def manifest(job: Job, shard: Shard | None) -> dict[str, Any]:
