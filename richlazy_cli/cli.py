@@ -196,30 +196,29 @@ def _finish(outcome: Any, quiet: bool) -> None:
         raise typer.Exit(outcome.exit_code)
 
 
-@app.command("solve")
-def solve_cmd(
-    model: ModelArg = None,
-    param: ParamOpt = None,
-    config: ConfigOpt = None,
-    output: OutputOpt = None,
-    force: ForceOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
-    """Integrate a model's gradient flow (exact solutions where they exist)."""
-    _single("solve", model, param, config, output, force, quiet)
+def _single_command(action: str, doc: str) -> Any:
+    """The `solve` or `train` command: one configuration, run in this process."""
+
+    def command(
+        model: ModelArg = None,
+        param: ParamOpt = None,
+        config: ConfigOpt = None,
+        output: OutputOpt = None,
+        force: ForceOpt = False,
+        quiet: QuietOpt = False,
+    ) -> None:
+        _single(action, model, param, config, output, force, quiet)
+
+    command.__doc__ = doc
+    return command
 
 
-@app.command("train")
-def train_cmd(
-    model: ModelArg = None,
-    param: ParamOpt = None,
-    config: ConfigOpt = None,
-    output: OutputOpt = None,
-    force: ForceOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
-    """Train a model by gradient descent (GD or SGD)."""
-    _single("train", model, param, config, output, force, quiet)
+app.command("solve")(
+    _single_command(
+        "solve", "Integrate a model's gradient flow (exact solutions where they exist)."
+    )
+)
+app.command("train")(_single_command("train", "Train a model by gradient descent (GD or SGD)."))
 
 
 # -- sweep ----------------------------------------------------------------------------------

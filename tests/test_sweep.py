@@ -34,6 +34,11 @@ def assert_bitwise(a: Path, b: Path) -> None:
         assert da[name].values.tobytes() == db[name].values.tobytes(), name
 
 
+def toy_sweep(cli, out: Path, *options: str):
+    """`richlazy sweep solve toy` over GRID into ``out``, quietly, with extra options."""
+    return cli("sweep", "solve", "toy", *GRID, "-o", out, "-q", *options)
+
+
 @pytest.fixture
 def reference(tmp_path: Path, toy_env: dict[str, str], cli) -> Path:
     out = tmp_path / "ref.h5"
@@ -91,22 +96,8 @@ def test_bitwise_identical_across_routes(tmp_path, reference, cli, options) -> N
 def test_bitwise_identical_on_dask_local_cluster(tmp_path, reference, cli) -> None:
     pytest.importorskip("distributed")
     out = tmp_path / "dask.h5"
-    result = cli(
-        "sweep",
-        "solve",
-        "toy",
-        *GRID,
-        "-o",
-        out,
-        "-q",
-        "--backend",
-        "dask",
-        "--scheduler",
-        "local",
-        "--jobs",
-        "2",
-        "--chunk-size",
-        "4",
+    result = toy_sweep(
+        cli, out, "--backend", "dask", "--scheduler", "local", "--jobs", "2", "--chunk-size", "4"
     )
     assert result.code == 0, result.err
     assert_bitwise(reference, out)
@@ -118,14 +109,9 @@ def test_bitwise_identical_on_running_dask_scheduler(tmp_path, reference, cli) -
         n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None, processes=True
     ) as cluster:
         out = tmp_path / "dask-tcp.h5"
-        result = cli(
-            "sweep",
-            "solve",
-            "toy",
-            *GRID,
-            "-o",
+        result = toy_sweep(
+            cli,
             out,
-            "-q",
             "--backend",
             "dask",
             "--scheduler",
