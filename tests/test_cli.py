@@ -177,3 +177,39 @@ def test_grid_coordinate_values_are_exact(tmp_path, toy_env, cli) -> None:
         assert ds["slope"].attrs["spacing"] == "log" and ds["seed"].attrs["spacing"] == "linear"
         assert list(ds["label"].values) == ["a", "b"]
         assert ds["status"].shape == (7, 3, 2, 2)
+
+
+def test_swept_parameter_that_moves_a_model_coordinate(tmp_path, cli) -> None:
+    """Sweeping t_max moves the `time` coordinate: it becomes an index with per-point values."""
+    out = tmp_path / "tm.h5"
+    assert (
+        cli(
+            "sweep",
+            "solve",
+            "single-neuron",
+            "-g",
+            "t_max=10,20",
+            "-p",
+            "n_times=11",
+            "-o",
+            out,
+            "-q",
+        ).code
+        == 0
+    )
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        np.testing.assert_array_equal(ds["time"].values, np.arange(11))
+        np.testing.assert_array_equal(
+            ds["time_values"].sel(t_max=20.0).values, np.linspace(0, 20, 11)
+        )
+        np.testing.assert_array_equal(
+            ds["time_values"].sel(t_max=10.0).values, np.linspace(0, 10, 11)
+        )
+
+
+def test_swept_parameter_that_changes_a_dimension_length_is_refused(tmp_path, cli) -> None:
+    out = tmp_path / "nt.h5"
+    result = cli("sweep", "solve", "single-neuron", "-g", "n_times=11,21", "-o", out)
+    assert_one_line_error(result)
+    assert "changes length" in result.err
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its parts folder

@@ -282,15 +282,19 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
         results = dispatch(job, chunks, opts)
         try:
             for result in results:
+                assembler.add(result)  # BadInput when results cannot form one grid
                 if folder is not None:
                     folder.write(result)
-                assembler.add(result)
                 reporter.advance(len(result.indices))
                 if opts.fail_fast and np.any(result.status > 0):
                     stopped_early = True
                     break
         except KeyboardInterrupt:
             interrupted = True
+        except BadInput:  # e.g. a swept parameter changes a model dimension's length
+            if folder is not None:
+                folder.remove()  # this sweep can never be assembled: leave nothing behind
+            raise
         finally:
             close = getattr(results, "close", None)
             if close is not None:
