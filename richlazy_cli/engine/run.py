@@ -2,7 +2,9 @@
 
 The grid's pending points are cut into chunks of batch-compatible points (equal non-batchable
 parameters), each chunk one vectorised model call (:func:`chunk.compute_chunk`) with one
-BLAS thread. joblib dispatches the chunks and hands them back as they finish; the parent writes
+BLAS thread. Worker processes (joblib's loky executor) or threads compute the chunks with
+back-pressure (a new chunk is submitted only when the parent has taken a finished one), and
+Dask clusters run them through joblib's dask backend; the parent writes
 each to the parts folder at once, then assembles the final file atomically and removes the
 folder. Determinism does not depend on any of this: a point's numbers depend only on its
 parameters (models draw random numbers from its ``seed``), so the data are bitwise identical
@@ -13,15 +15,18 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import math
 import os
 from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from joblib import Parallel, delayed, parallel_config
+from joblib.externals.loky import get_reusable_executor
 from threadpoolctl import threadpool_limits
 
 from ..models.params import BadInput, jsonable
@@ -154,7 +159,6 @@ def dispatch(job: Job, chunks: list[np.ndarray], opts: RunOptions) -> Iterator[C
     base = job.base
     args = (job.model.name, job.action)
     jobs = opts.jobs or default_jobs()
-    tasks = (delayed(compute_chunk)(*args, base, job.grid.points(c), c) for c in chunks)
     if opts.backend == "loky" and (jobs == 1 or len(chunks) == 1):
         for c in chunks:
             checked = job.checked_values(c)
@@ -165,6 +169,7 @@ def dispatch(job: Job, chunks: list[np.ndarray], opts: RunOptions) -> Iterator[C
         return
     job.checked = None  # workers check their own points: free the up-front copies
     if opts.backend == "dask":
+        tasks = (delayed(compute_chunk)(*args, base, job.grid.points(c), c) for c in chunks)
         with dask_client(opts.scheduler, jobs, opts.worker_timeout):
             # `scatter` ships the shared parameters (which may hold data matrices) once per
             # worker instead of once per task.
@@ -173,16 +178,51 @@ def dispatch(job: Job, chunks: list[np.ndarray], opts: RunOptions) -> Iterator[C
             ):
                 yield from Parallel(n_jobs=-1, return_as="generator_unordered")(tasks)
         return
-    backend = "threading" if opts.backend == "threads" else "loky"
-    # Threads share one process: hold BLAS at one thread for the whole run, so that no
-    # worker leaving its own limit can hand another worker two BLAS threads mid-chunk.
-    with (
-        threadpool_limits(limits=1),
-        parallel_config(
-            backend=backend, n_jobs=jobs, inner_max_num_threads=1 if backend == "loky" else None
-        ),
-    ):
-        yield from Parallel(return_as="generator_unordered", pre_dispatch="2*n_jobs")(tasks)
+    if opts.backend == "threads":
+        # Threads share one process: hold BLAS at one thread for the whole run, so that no
+        # worker leaving its own limit can hand another worker two BLAS threads mid-chunk.
+        with threadpool_limits(limits=1), ThreadPoolExecutor(max_workers=jobs) as executor:
+            yield from bounded(executor, job, chunks, 2 * jobs)
+        return
+    one_thread = {name: "1" for name in _THREAD_VARIABLES}
+    executor = get_reusable_executor(max_workers=jobs, env=one_thread)
+    try:
+        yield from bounded(executor, job, chunks, 2 * jobs)
+    except BaseException:  # interrupted, failed fast or failed: stop the workers now
+        executor.shutdown(wait=False, kill_workers=True)
+        raise
+
+
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def bounded(executor: Executor, job: Job, chunks: list[np.ndarray], ahead: int) -> Iterator[Any]:
+    """Run chunks on ``executor`` with at most ``ahead`` of them submitted and unconsumed.
+
+    Back-pressure: a chunk is submitted only when the parent has taken a finished one, so
+    results never pile up in the parent when workers outpace it (joblib's ``Parallel``
+    dispatches on completion and would buffer them without bound).
+    """
+    args = (job.model.name, job.action, job.base)
+    todo = iter(chunks)
+    pending: set[Future[Any]] = set()
+
+    def submit(count: int) -> None:
+        for c in itertools.islice(todo, count):
+            pending.add(executor.submit(compute_chunk, *args, job.grid.points(c), c))
+
+    submit(ahead)
+    try:
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                pending.discard(future)
+                result = future.result()
+                submit(1)
+                yield result
+    finally:
+        for future in pending:
+            future.cancel()
 
 
 # -- the run --------------------------------------------------------------------------------
