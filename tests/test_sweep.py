@@ -264,15 +264,16 @@ def test_fail_fast_stops_early(tmp_path, toy_env, cli, monkeypatch) -> None:
 
 
 def start_sweep(args: list[str], out: Path, env: dict[str, str]) -> subprocess.Popen:
-    """A toy sweep in its own process, to be interrupted."""
+    """A toy sweep in its own process, to be interrupted; its stderr goes to OUT.err.
+
+    (Not a pipe: worker processes orphaned by a SIGKILL would hold a pipe open until they
+    notice, and reading it would wait for them.)
+    """
     command = [sys.executable, "-m", "richlazy_cli", "sweep", "solve", "toy", *args]
-    return subprocess.Popen(
-        [*command, "-o", str(out), "-q"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    with open(str(out) + ".err", "w") as err:
+        return subprocess.Popen(
+            [*command, "-o", str(out), "-q"], env=env, stdout=subprocess.DEVNULL, stderr=err
+        )
 
 
 def _wait_for_parts(parts: Path, proc: subprocess.Popen, minimum: int = 1) -> int:
@@ -282,14 +283,18 @@ def _wait_for_parts(parts: Path, proc: subprocess.Popen, minimum: int = 1) -> in
         if n >= minimum:
             return n
         if proc.poll() is not None:
-            raise AssertionError(f"sweep ended early: {proc.communicate()}")
+            raise AssertionError(f"sweep ended early with exit code {proc.returncode}")
         time.sleep(0.05)
     raise AssertionError("no part appeared")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
-def test_killed_sweep_resumes_to_identical_data(tmp_path, toy_env, cli, sig) -> None:
-    grid = ["-g", "slope=linspace(0,1,8)", "-p", "sleep=0.4", "--chunk-size", "1", "--jobs", "1"]
+@pytest.mark.parametrize(
+    "sig,jobs",
+    [(signal.SIGKILL, "1"), (signal.SIGINT, "1"), (signal.SIGKILL, "2"), (signal.SIGINT, "2")],
+    ids=["SIGKILL", "SIGINT", "SIGKILL-2-workers", "SIGINT-2-workers"],
+)
+def test_killed_sweep_resumes_to_identical_data(tmp_path, toy_env, cli, sig, jobs) -> None:
+    grid = ["-g", "slope=linspace(0,1,8)", "-p", "sleep=0.4", "--chunk-size", "1", "--jobs", jobs]
     ref = tmp_path / "ref.h5"
     assert cli("sweep", "solve", "toy", *grid, "-o", ref, "-q").code == 0
     out = tmp_path / "killed.h5"
@@ -297,7 +302,8 @@ def test_killed_sweep_resumes_to_identical_data(tmp_path, toy_env, cli, sig) -> 
     proc = start_sweep(grid, out, toy_env)
     _wait_for_parts(parts, proc)
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
+    proc.wait(timeout=60)
+    err = Path(str(out) + ".err").read_text()
     if sig == signal.SIGINT:
         assert proc.returncode == 130, err
         assert "--resume" in err
@@ -468,7 +474,7 @@ def test_corrupt_part_file_on_resume(tmp_path, toy_env) -> None:
     proc = start_sweep(grid, out, toy_env)
     _wait_for_parts(parts, proc)
     proc.kill()
-    proc.communicate()
+    proc.wait(timeout=60)
     first = sorted(parts.glob("part-*.npz"))[0]
     first.write_bytes(b"garbage")
     result = run_process("sweep", "solve", "toy", *grid, "-o", out, "--resume", env=toy_env)

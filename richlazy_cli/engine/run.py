@@ -196,7 +196,9 @@ def dispatch(job: Job, chunks: list[np.ndarray], opts: RunOptions) -> Iterator[C
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def bounded(executor: Executor, job: Job, chunks: list[np.ndarray], ahead: int) -> Iterator[Any]:
+def bounded(
+    executor: Executor, job: Job, chunks: list[np.ndarray], ahead: int
+) -> Iterator[ChunkResult]:
     """Run chunks on ``executor`` with at most ``ahead`` of them submitted and unconsumed.
 
     Back-pressure: a chunk is submitted only when the parent has taken a finished one, so
