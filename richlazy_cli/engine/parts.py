@@ -140,8 +140,18 @@ class PartsFolder:
             yield ChunkResult(indices, data, status, elapsed, errors)
 
     def status(self, size: int) -> np.ndarray:
-        """Latest status of every point (-1 where no part has it)."""
+        """Latest status of every point (-1 where no part has it).
+
+        Reads only each part's index and status arrays (``.npz`` members load separately), not
+        its data, which :meth:`read` loads once when the sweep is assembled.
+        """
         status = np.full(size, -1, dtype=np.int8)
-        for chunk in self.read():
-            status[chunk.indices] = chunk.status
+        for file in self._files():
+            try:
+                with np.load(file, allow_pickle=False) as npz:
+                    status[np.asarray(npz["flat_index"], dtype=np.int64)] = npz["status"]
+            except Exception:
+                raise BadInput(
+                    f"{file} is corrupt; delete it to recompute its points, or use --force"
+                ) from None
         return status

@@ -260,6 +260,16 @@ def _starting_point(
     return PartsFolder.create(ppath, man)
 
 
+def _previous_status(out: Path, man: dict[str, Any], size: int) -> np.ndarray:
+    """What an earlier run of this sweep left (for ``--resume --dry-run``), changing nothing."""
+    ppath = parts_path(out)
+    if ppath.exists():
+        return PartsFolder.open(ppath, man).status(size)
+    if out.exists():
+        return np.asarray(open_result(out)["status"].values).reshape(-1)
+    raise BadInput(f"nothing to resume: neither {out} nor {ppath} exists")
+
+
 def plan(job: Job, opts: RunOptions, status: np.ndarray | None) -> dict[str, Any]:
     size = max(job.grid.size, 1)
     indices = opts.shard.select(size) if opts.shard else np.arange(size)
@@ -270,11 +280,7 @@ def plan(job: Job, opts: RunOptions, status: np.ndarray | None) -> dict[str, Any
         if opts.retry_failed:
             todo |= status[indices] > 0
         pending = indices[todo]
-    workers = (
-        1
-        if opts.backend == "loky" and (opts.jobs or default_jobs()) == 1
-        else (opts.jobs or default_jobs())
-    )
+    workers = opts.jobs or default_jobs()
     chunk_size = opts.chunk_size or auto_chunk_size(len(pending), workers)
     chunks = list(job.chunks(pending, chunk_size))
     return {
@@ -295,24 +301,18 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
         raise BadInput("--retry-failed needs --resume")
     out = Path(out)
     man = manifest(job, opts.shard)
-    folder = _starting_point(job, out, opts, man) if not opts.dry_run else None
-    if opts.dry_run and opts.resume:
-        ppath = parts_path(out)
-        if ppath.exists():
-            folder = PartsFolder.open(ppath, man)
-        elif not out.exists():
-            raise BadInput(f"nothing to resume: neither {out} nor {ppath} exists")
     size = max(job.grid.size, 1)
-    status = folder.status(size) if folder is not None and opts.resume else None
-    if opts.dry_run and opts.resume and folder is None:
-        status = np.asarray(open_result(out)["status"].values).reshape(-1)
-    the_plan = plan(job, opts, status)
-    chunks: list[np.ndarray] = the_plan["chunks"]
     if opts.dry_run:
+        status = _previous_status(out, man, size) if opts.resume else None
+        the_plan = plan(job, opts, status)
+        chunks = the_plan["chunks"]
         the_plan["work"] = job.cost(np.concatenate(chunks)) if chunks else 0.0
         return RunOutcome(None, 0, plan=the_plan)
 
-    release_freed_arrays()
+    folder = _starting_point(job, out, opts, man)
+    status = folder.status(size) if folder is not None and opts.resume else None
+    the_plan = plan(job, opts, status)
+    chunks = the_plan["chunks"]
     assembler = Assembler(job.model, job.grid)
     if folder is not None:
         for chunk in folder.read():
