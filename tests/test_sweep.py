@@ -495,10 +495,9 @@ def test_corrupt_or_foreign_shard_to_merge(tmp_path, reference, cli) -> None:
     assert not out.exists()
 
 
-def test_unreachable_scheduler_fails_within_timeout(tmp_path, toy_env) -> None:
-    pytest.importorskip("distributed")
-    start = time.monotonic()
-    result = run_process(
+def dask_sweep(tmp_path: Path, scheduler: str, timeout: str) -> list:
+    """Arguments of a two-point toy sweep on the Dask scheduler at ``scheduler``."""
+    return [
         "sweep",
         "solve",
         "toy",
@@ -509,12 +508,16 @@ def test_unreachable_scheduler_fails_within_timeout(tmp_path, toy_env) -> None:
         "--backend",
         "dask",
         "--scheduler",
-        "tcp://127.0.0.1:9",
+        scheduler,
         "--worker-timeout",
-        "2",
-        env=toy_env,
-        timeout=120,
-    )
+        timeout,
+    ]
+
+
+def test_unreachable_scheduler_fails_within_timeout(tmp_path, toy_env) -> None:
+    pytest.importorskip("distributed")
+    start = time.monotonic()
+    result = run_process(*dask_sweep(tmp_path, "tcp://127.0.0.1:9", "2"), env=toy_env, timeout=120)
     assert time.monotonic() - start < 60
     assert_one_line_error(result)
     assert "tcp://127.0.0.1:9" in result.err
@@ -525,21 +528,7 @@ def test_scheduler_without_workers_times_out(tmp_path, toy_env, cli) -> None:
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address=None) as cluster:
         start = time.monotonic()
-        result = cli(
-            "sweep",
-            "solve",
-            "toy",
-            "-g",
-            "slope=1,2",
-            "-o",
-            tmp_path / "o.h5",
-            "--backend",
-            "dask",
-            "--scheduler",
-            cluster.scheduler_address,
-            "--worker-timeout",
-            "1",
-        )
+        result = cli(*dask_sweep(tmp_path, cluster.scheduler_address, "1"))
         assert time.monotonic() - start < 30
     assert_one_line_error(result)
     assert "no Dask workers" in result.err
