@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from richlazy_cli.engine.job import Job  # noqa: E402
-from richlazy_cli.engine.run import RunOptions, execute  # noqa: E402
+from richlazy_cli.engine.run import RunOptions, execute, release_freed_arrays  # noqa: E402
 from richlazy_cli.models.base import Batch, get_model  # noqa: E402
 
 
@@ -109,6 +109,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=20_000)
     args = parser.parse_args()
+    release_freed_arrays()  # as the richlazy command does when it starts
     print(f"machine: {os.cpu_count()} CPUs; numpy {np.__version__}")
     with tempfile.TemporaryDirectory(dir=ROOT / "results") as tmp:
         folder = Path(tmp)
