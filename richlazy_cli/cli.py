@@ -547,9 +547,6 @@ def run(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _sigterm)
     global _argv
     _argv = list(sys.argv[1:] if argv is None else argv)
-    from .engine.run import release_freed_arrays
-
-    release_freed_arrays()
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="richlazy", standalone_mode=False)

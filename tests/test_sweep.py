@@ -279,7 +279,7 @@ def start_sweep(args: list[str], out: Path, env: dict[str, str]) -> subprocess.P
 def _wait_for_parts(parts: Path, proc: subprocess.Popen, minimum: int = 1) -> int:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        n = len(list(parts.glob("part-*.npz"))) if parts.exists() else 0
+        n = len(list(parts.glob("part-*.rlp"))) if parts.exists() else 0
         if n >= minimum:
             return n
         if proc.poll() is not None:
@@ -310,7 +310,7 @@ def test_killed_sweep_resumes_to_identical_data(tmp_path, toy_env, cli, sig, job
     else:
         assert proc.returncode == -signal.SIGKILL
     assert not out.exists()
-    done = len(list(parts.glob("part-*.npz")))
+    done = len(list(parts.glob("part-*.rlp")))
     assert 1 <= done < 8
     # without --resume the unfinished sweep is protected
     assert_one_line_error(cli("sweep", "solve", "toy", *grid, "-o", out))
@@ -475,7 +475,7 @@ def test_corrupt_part_file_on_resume(tmp_path, toy_env) -> None:
     _wait_for_parts(parts, proc)
     proc.kill()
     proc.wait(timeout=60)
-    first = sorted(parts.glob("part-*.npz"))[0]
+    first = sorted(parts.glob("part-*.rlp"))[0]
     first.write_bytes(b"garbage")
     result = run_process("sweep", "solve", "toy", *grid, "-o", out, "--resume", env=toy_env)
     assert_one_line_error(result)

@@ -24,6 +24,14 @@ from .grid import Grid
 from .store import json_attr
 
 
+def _as_slice(indices: np.ndarray) -> np.ndarray | slice:
+    """``indices`` as a slice when they are a contiguous ascending run (copies are faster)."""
+    if indices.size and indices[-1] - indices[0] + 1 == indices.size:
+        if indices.size == 1 or bool(np.all(np.diff(indices) == 1)):
+            return slice(int(indices[0]), int(indices[-1]) + 1)
+    return indices
+
+
 class Assembler:
     """Collects :class:`ChunkResult` objects into preallocated grid-shaped arrays."""
 
@@ -34,7 +42,8 @@ class Assembler:
         self.status = np.full(self.size, STATUS_MISSING, dtype=np.int8)
         self.elapsed = np.full(self.size, np.nan)
         self.errors: dict[int, str] = {}
-        self.arrays: dict[str, np.ndarray] = {}
+        self.arrays: dict[str, np.ndarray] = {}  # filled where `has_data`, else at the end
+        self.has_data = np.zeros(self.size, dtype=bool)
         self.var_dims: dict[str, tuple[str, ...]] = {}
         self.var_attrs: dict[str, dict[str, Any]] = {}
         self.coords: dict[str, xr.Variable] = {}
@@ -43,16 +52,18 @@ class Assembler:
 
     # -- collecting -----------------------------------------------------------------------
     def add(self, result: ChunkResult) -> None:
-        idx = result.indices
+        idx = _as_slice(result.indices)
         self.status[idx] = result.status
         self.elapsed[idx] = result.elapsed
-        for i in idx:
-            self.errors.pop(int(i), None)
+        for i in result.indices.tolist():
+            self.errors.pop(i, None)
         self.errors.update(result.errors)
         if result.data is not None:
             self._add_data(idx, result.data)
+        else:  # every point of the chunk failed: whatever an earlier part had is stale
+            self.has_data[idx] = False
 
-    def _add_data(self, idx: np.ndarray, data: xr.Dataset) -> None:
+    def _add_data(self, idx: np.ndarray | slice, data: xr.Dataset) -> None:
         if not self.arrays:
             self.ds_attrs = dict(data.attrs)
             for name, item in data.coords.items():
@@ -64,7 +75,8 @@ class Assembler:
                 raise RuntimeError(f"model variable {name} does not start with dimension point")
             if name not in self.arrays:
                 shape = (self.size, *item.shape[1:])
-                self.arrays[name] = np.full(shape, _fill_value(item.dtype), dtype=item.dtype)
+                self.arrays[name] = np.empty(shape, dtype=item.dtype)
+                self.arrays[name][self.has_data] = _fill_value(item.dtype)  # points without it
                 self.var_dims[name] = tuple(item.dims[1:])
                 self.var_attrs[name] = dict(item.attrs)
             target = self.arrays[name]
@@ -75,8 +87,9 @@ class Assembler:
                     "grid over a parameter that sets a model dimension in separate sweeps"
                 )
             target[idx] = item.values
+        self.has_data[idx] = True
 
-    def _check_coord(self, name: str, var: xr.Variable, idx: np.ndarray) -> None:
+    def _check_coord(self, name: str, var: xr.Variable, idx: np.ndarray | slice) -> None:
         known = self.coords.get(name)
         if known is None:
             self.coords[name] = var
@@ -116,7 +129,11 @@ class Assembler:
             else:
                 coords[name] = var
         data_vars: dict[str, xr.Variable] = {}
+        missing = ~self.has_data
+        fill = bool(missing.any())
         for name, arr in self.arrays.items():
+            if fill:  # points not computed, or whose whole chunk failed
+                arr[missing] = _fill_value(arr.dtype)
             dims = grid_names + self.var_dims[name]
             data_vars[name] = xr.Variable(
                 dims, arr.reshape(gshape + arr.shape[1:]), self.var_attrs[name]

@@ -86,8 +86,13 @@ def _non_finite(data: xr.Dataset) -> dict[int, str]:
         if "nan_meaning" in item.attrs or not np.issubdtype(item.dtype, np.inexact):
             continue
         values = item.values.reshape(item.shape[0], -1)
-        for i in np.flatnonzero(~np.isfinite(values).all(axis=1)):
-            bad.setdefault(int(i), name)
+        # a row's sum is non-finite when any of its values is (or when finite values overflow
+        # it, which the exact test of the suspects then clears): one pass, no boolean copy
+        with np.errstate(over="ignore", invalid="ignore"):
+            suspects = np.flatnonzero(~np.isfinite(values.sum(axis=1)))
+        for i in suspects.tolist():
+            if not np.isfinite(values[i]).all():
+                bad.setdefault(i, name)
     return bad
 
 

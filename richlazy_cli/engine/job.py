@@ -18,6 +18,7 @@ import numpy as np
 from ..models.base import Model, get_model
 from ..models.params import BadInput
 from .grid import Grid, parse_grid, split_assignment
+from .validate import PointChecker
 
 JOB_KEYS = {"action", "model", "params", "grid", "run"}
 KEEP_CHECKED = 200_000
@@ -129,21 +130,28 @@ class Job:
     def validate_points(self) -> None:
         """Check every point; the first bad one is reported with its grid values.
 
-        The checked parameter sets of grids up to :data:`KEEP_CHECKED` points are kept for the
-        in-process route, which then need not check them again.
+        A :class:`PointChecker` runs the model's check once per distinct case (see
+        :mod:`.validate`). The checked parameter sets of grids up to :data:`KEEP_CHECKED`
+        points are kept for the in-process route, which then need not check them again.
         """
         size = max(self.grid.size, 1)
         keep: list[dict[str, Any]] | None = [] if size <= KEEP_CHECKED else None
-        for flat, point in enumerate(self.grid.points(np.arange(size))):
+        checker = PointChecker(self.model, self.action, self.base, self.grid.names)
+        flats = np.arange(size)
+        index: Iterator[tuple[int, ...]] = iter([()])
+        if self.grid.dims:
+            positions = np.unravel_index(flats, self.grid.shape)
+            index = zip(*(i.tolist() for i in positions), strict=True)
+        for flat, (point, at) in enumerate(zip(self.grid.points(flats), index, strict=True)):
             try:
-                values = self.values(flat, point)
-                if keep is not None:
-                    keep.append(values)
+                values = checker.check(point, at)
             except BadInput as exc:
                 if not self.grid.dims:
                     raise
                 where = ", ".join(f"{k}={v}" for k, v in self.grid.label(flat).items())
                 raise BadInput(f"at grid point {where}: {exc}") from None
+            if keep is not None:
+                keep.append(values)
         self.checked = keep
 
     def checked_values(self, indices: np.ndarray) -> list[dict[str, Any]] | None:

@@ -1,17 +1,24 @@
 """The sidecar folder ``OUT.h5.parts/`` that makes a sweep crash-safe and resumable.
 
-Each finished chunk is written there atomically as ``part-NNNNNN.npz`` (uncompressed numpy
-arrays: the chunk's data, flat grid indices, status and timing, with a JSON header for names,
-dimensions and attributes), next to ``manifest.json``, which pins what the sweep computes
-(model, action, parameters, grid, shard). A killed sweep loses at most the chunks in flight;
-``--resume`` reads the parts back, and later parts override earlier ones for the same point
-(that is how ``--retry-failed`` replaces failures).
+Each finished chunk is written there atomically as ``part-NNNNNN.rlp`` next to
+``manifest.json``, which pins what the sweep computes (model, action, parameters, grid, shard).
+A part is a JSON header (names, dtypes, shapes and offsets of the arrays: the chunk's data,
+flat grid indices, status and timing; dimensions, attributes and error messages) followed by
+the raw arrays, each 64-byte aligned. Writing one is a single pass over the data: no archive
+checksum and no intermediate copy, which for a cheap model was a tenth of the sweep's time
+with ``.npz``. Reading the status of a part reads only its header and two small arrays.
+
+A killed sweep loses at most the chunks in flight; ``--resume`` reads the parts back, and
+later parts override earlier ones for the same point (that is how ``--retry-failed`` replaces
+failures).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +31,77 @@ from .chunk import ChunkResult
 from .store import atomic_write
 
 MANIFEST = "manifest.json"
+PART_MAGIC = b"RLPART1\n"
+PART_GLOB = "part-*.rlp"
+_ALIGN = 64
+
+
+def write_part(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+    """Write ``arrays`` and the JSON-able ``meta`` to ``path`` in the part format."""
+    table = []
+    offset = 0
+    plain: list[np.ndarray] = []
+    for name, arr in arrays.items():
+        arr = np.asarray(arr)
+        if arr.dtype == object:  # strings: fixed-width unicode, like the final file
+            arr = arr.astype(str)
+        arr = np.ascontiguousarray(arr)
+        table.append(
+            {"name": name, "dtype": arr.dtype.str, "shape": list(arr.shape), "offset": offset}
+        )
+        plain.append(arr)
+        offset += -(-arr.nbytes // _ALIGN) * _ALIGN
+    header = json.dumps({"arrays": table, "meta": meta, "data_bytes": offset}).encode()
+    start = -(-(len(PART_MAGIC) + 8 + len(header)) // _ALIGN) * _ALIGN
+    with open(path, "wb") as fh:
+        fh.write(PART_MAGIC)
+        fh.write(struct.pack("<Q", len(header)))
+        fh.write(header)
+        for entry, arr in zip(table, plain, strict=True):
+            fh.seek(start + entry["offset"])
+            if arr.nbytes:
+                fh.write(arr.reshape(-1).view(np.uint8).data)
+        fh.truncate(start + offset)
+
+
+class _Part:
+    """An open part file: its header, and its arrays read on demand."""
+
+    def __init__(self, path: Path) -> None:
+        self.fh = open(path, "rb")
+        try:
+            if self.fh.read(len(PART_MAGIC)) != PART_MAGIC:
+                raise ValueError("not a part file")
+            (length,) = struct.unpack("<Q", self.fh.read(8))
+            header = json.loads(self.fh.read(length))
+            self.meta: dict[str, Any] = header["meta"]
+            self.table = {entry["name"]: entry for entry in header["arrays"]}
+            self.start = -(-(len(PART_MAGIC) + 8 + length) // _ALIGN) * _ALIGN
+            if os.fstat(self.fh.fileno()).st_size != self.start + header["data_bytes"]:
+                raise ValueError("truncated or extended part file")
+        except BaseException:
+            self.fh.close()
+            raise
+
+    def __enter__(self) -> _Part:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.fh.close()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.table
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        entry = self.table[name]
+        dtype = np.dtype(entry["dtype"])
+        shape = tuple(entry["shape"])
+        count = int(np.prod(shape, dtype=np.int64))
+        self.fh.seek(self.start + entry["offset"])
+        arr = np.fromfile(self.fh, dtype=dtype, count=count)
+        if arr.size != count:
+            raise ValueError(f"array {name} is truncated")
+        return arr.reshape(shape)
 
 
 def parts_path(out: Path) -> Path:
@@ -74,7 +152,7 @@ class PartsFolder:
 
     # -- parts ----------------------------------------------------------------------------
     def _files(self) -> list[Path]:
-        return sorted(self.path.glob("part-*.npz"))
+        return sorted(self.path.glob(PART_GLOB))
 
     def _last_sequence(self) -> int:
         files = self._files()
@@ -83,8 +161,8 @@ class PartsFolder:
         return max(int(f.stem.split("-")[1]) for f in files)
 
     def write(self, result: ChunkResult) -> Path:
-        """Write one finished chunk atomically (an uncompressed .npz: fast to write and read)."""
-        target = self.path / f"part-{self._next:06d}.npz"
+        """Write one finished chunk atomically."""
+        target = self.path / f"part-{self._next:06d}.rlp"
         self._next += 1
         arrays: dict[str, np.ndarray] = {
             "flat_index": result.indices,
@@ -101,33 +179,27 @@ class PartsFolder:
             for name, item in result.data.coords.items():
                 arrays[f"coord/{name}"] = item.values
                 meta["coords"][name] = {"dims": list(item.dims), "attrs": jsonable(item.attrs)}
-        arrays["meta"] = np.array(json.dumps(meta))
-
-        def dump(tmp: Path) -> None:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, allow_pickle=False, **arrays)
-
-        atomic_write(target, dump)
+        atomic_write(target, lambda tmp: write_part(tmp, arrays, meta))
         return target
 
     def read(self) -> Iterator[ChunkResult]:
         """Every stored chunk, oldest first. A corrupt part is a BadInput."""
         for file in self._files():
             try:
-                with np.load(file, allow_pickle=False) as npz:
-                    meta = json.loads(str(npz["meta"]))
-                    indices = np.asarray(npz["flat_index"], dtype=np.int64)
-                    status = np.asarray(npz["status"], dtype=np.int8)
-                    elapsed = np.asarray(npz["elapsed"], dtype=float)
+                with _Part(file) as part:
+                    meta = part.meta
+                    indices = np.asarray(part["flat_index"], dtype=np.int64)
+                    status = np.asarray(part["status"], dtype=np.int8)
+                    elapsed = np.asarray(part["elapsed"], dtype=float)
                     data = None
                     if "vars" in meta:
                         coords = {
-                            k: xr.Variable(v["dims"], npz[f"coord/{k}"], v["attrs"])
+                            k: xr.Variable(v["dims"], part[f"coord/{k}"], v["attrs"])
                             for k, v in meta["coords"].items()
                         }
                         data = xr.Dataset(
                             {
-                                k: xr.Variable(v["dims"], npz[f"var/{k}"], v["attrs"])
+                                k: xr.Variable(v["dims"], part[f"var/{k}"], v["attrs"])
                                 for k, v in meta["vars"].items()
                             },
                             coords=coords,
@@ -142,14 +214,14 @@ class PartsFolder:
     def status(self, size: int) -> np.ndarray:
         """Latest status of every point (-1 where no part has it).
 
-        Reads only each part's index and status arrays (``.npz`` members load separately), not
-        its data, which :meth:`read` loads once when the sweep is assembled.
+        Reads only each part's header, index and status arrays, not its data, which
+        :meth:`read` loads once when the sweep is assembled.
         """
         status = np.full(size, -1, dtype=np.int8)
         for file in self._files():
             try:
-                with np.load(file, allow_pickle=False) as npz:
-                    status[np.asarray(npz["flat_index"], dtype=np.int64)] = npz["status"]
+                with _Part(file) as part:
+                    status[np.asarray(part["flat_index"], dtype=np.int64)] = part["status"]
             except Exception:
                 raise BadInput(
                     f"{file} is corrupt; delete it to recompute its points, or use --force"

@@ -1,14 +1,14 @@
 """Running a job: chunking, dispatch over joblib (loky, threads, dask), parts, resume, shards.
 
 The grid's pending points are cut into chunks of batch-compatible points (equal non-batchable
-parameters), each chunk one vectorised model call (:func:`chunk.compute_chunk`) with one
-BLAS thread. Worker processes (joblib's loky executor) or threads compute the chunks with
-back-pressure (a new chunk is submitted only when the parent has taken a finished one), and
-Dask clusters run them through joblib's dask backend; the parent writes
-each to the parts folder at once, then assembles the final file atomically and removes the
-folder. Determinism does not depend on any of this: a point's numbers depend only on its
-parameters (models draw random numbers from its ``seed``), so the data are bitwise identical
-for any worker count, chunk size, backend, shard split or resume.
+parameters), each chunk one vectorised model call (:func:`chunk.compute_chunk`) with one BLAS
+thread. Worker processes (joblib's loky executor) or threads compute the chunks with back-
+pressure (a new chunk is submitted only when the parent has taken a finished one), and Dask
+clusters run them through joblib's dask backend; the parent writes each to the parts folder at
+once (on a background thread, overlapping the next chunk), then assembles the final file
+atomically and removes the folder. Determinism does not depend on any of this: a point's
+numbers depend only on its parameters (models draw random numbers from its ``seed``), so the
+data are bitwise identical for any worker count, chunk size, backend, shard split or resume.
 """
 
 from __future__ import annotations
@@ -78,6 +78,10 @@ def release_freed_arrays() -> None:
     the parent receives and drops come to live in its heap, which never shrinks: over a long
     sweep the parent's memory creeps up by several chunks. A fixed threshold returns each
     dropped chunk to the system at once. Elsewhere than glibc this does nothing.
+
+    Only a parent that leaves the computing to other processes sets it: in a process that
+    computes, it makes every large temporary of the model fresh pages again, which doubled
+    the time of ``single-neuron``'s exact solution in ``bench/sweep_engine.py``.
     """
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -168,6 +172,8 @@ def dispatch(job: Job, chunks: list[np.ndarray], opts: RunOptions) -> Iterator[C
                 yield compute_chunk(*args, base, job.grid.points(c), c)
         return
     job.checked = None  # workers check their own points: free the up-front copies
+    if opts.backend != "threads":
+        release_freed_arrays()  # the parent only collects results: give them back when dropped
     if opts.backend == "dask":
         tasks = (delayed(compute_chunk)(*args, base, job.grid.points(c), c) for c in chunks)
         with dask_client(opts.scheduler, jobs, opts.worker_timeout):
@@ -228,6 +234,48 @@ def bounded(
 
 
 # -- the run --------------------------------------------------------------------------------
+class Collector:
+    """Takes finished chunks on one background thread: into the assembler, then to disk.
+
+    Copying a chunk into the grid arrays and writing its part (with its fsync) then overlap
+    the computation of the next chunk, which matters when the parent computes (``--jobs 1``)
+    and the model is cheap. Chunks are taken in the order they finish, one at a time: a call
+    to :meth:`add` first waits for the previous chunk (and raises its error, such as the
+    assembler's BadInput), and :meth:`finish` waits for the last. A sweep killed meanwhile
+    loses at most the chunk being written, which it would have lost anyway.
+    """
+
+    def __init__(self, assembler: Assembler, folder: PartsFolder | None) -> None:
+        self.assembler = assembler
+        self.folder = folder
+        self.pool: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=1)
+        self.pending: Future[Any] | None = None
+
+    def _take(self, result: ChunkResult) -> None:
+        self.assembler.add(result)  # BadInput when results cannot form one grid
+        if self.folder is not None:
+            self.folder.write(result)
+
+    def add(self, result: ChunkResult) -> None:
+        self._wait()
+        assert self.pool is not None, "add after finish"
+        self.pending = self.pool.submit(self._take, result)
+
+    def _wait(self) -> None:
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending.result()
+
+    def finish(self) -> None:
+        if self.pool is None:
+            return
+        try:
+            self._wait()
+        finally:
+            self.pool.shutdown(wait=True)
+            self.pool = None
+
+
 def _starting_point(
     job: Job, out: Path, opts: RunOptions, man: dict[str, Any]
 ) -> PartsFolder | None:
@@ -320,20 +368,21 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
     interrupted = False
     stopped_early = False
     label = f"{job.model.name} {job.action}"
+    collector = Collector(assembler, folder)
     with Reporter(the_plan["pending"], label, quiet=opts.quiet) as reporter:
         results = dispatch(job, chunks, opts)
         try:
             for result in results:
-                assembler.add(result)  # BadInput when results cannot form one grid
-                if folder is not None:
-                    folder.write(result)
+                collector.add(result)
                 reporter.advance(len(result.indices))
                 if opts.fail_fast and np.any(result.status > 0):
                     stopped_early = True
                     break
+            collector.finish()  # the last chunk's errors surface here
         except KeyboardInterrupt:
             interrupted = True
         except BadInput:  # e.g. a swept parameter changes a model dimension's length
+            collector.finish()
             if folder is not None:
                 folder.remove()  # this sweep can never be assembled: leave nothing behind
             raise
@@ -341,6 +390,7 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
             close = getattr(results, "close", None)
             if close is not None:
                 close()
+            collector.finish()  # every finished chunk is on disk before anything else happens
     failures = assembler.failures()
     if interrupted:
         kept = int(np.sum(assembler.status >= 0))

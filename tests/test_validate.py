@@ -1,0 +1,119 @@
+"""The memoised point checker gives exactly the verdicts of checking every point."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from richlazy_cli.engine.job import Job
+from richlazy_cli.engine.validate import PointChecker
+from richlazy_cli.models.base import Model
+from richlazy_cli.models.params import BadInput
+
+
+class Branchy(Model):
+    """A check whose reads depend on the values: ``b`` is read only when ``a`` > 1, ``c``
+    only when ``mode`` is "strict"; it writes a derived value ``total``."""
+
+    name = "branchy"
+
+    @classmethod
+    def check(cls, action: str, values: dict[str, Any]) -> None:
+        if values["a"] > 1 and values["b"] == 0:
+            raise BadInput(f"b = 0 needs a <= 1 (a = {values['a']})")
+        if values["mode"] == "strict" and values["c"] < 0:
+            raise BadInput("strict needs c >= 0")
+        values["total"] = values["a"] + (values["c"] if values["mode"] == "strict" else 0)
+
+
+class Enumerating(Model):
+    name = "enumerating"
+    calls = 0
+
+    @classmethod
+    def check(cls, action: str, values: dict[str, Any]) -> None:
+        cls.calls += 1
+        if sum(1 for k in values if values[k] is None) > 1:
+            raise BadInput("too many None")
+
+
+def direct(model: type[Model], base: dict[str, Any], point: dict[str, Any]) -> Any:
+    values = dict(base)
+    values.update(point)
+    try:
+        model.check("solve", values)
+    except BadInput as exc:
+        return ("error", str(exc))
+    return ("ok", values)
+
+
+def memoised(checker: PointChecker, point: dict[str, Any], at: tuple[int, ...]) -> Any:
+    try:
+        return ("ok", checker.check(point, at))
+    except BadInput as exc:
+        return ("error", str(exc))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    a=st.lists(st.integers(-2, 3), min_size=1, max_size=4, unique=True),
+    b=st.lists(st.integers(0, 2), min_size=1, max_size=3, unique=True),
+    c=st.lists(st.integers(-1, 2), min_size=1, max_size=3, unique=True),
+    mode=st.sampled_from(["strict", "loose"]),
+    order=st.permutations(["a", "b", "c"]),
+)
+def test_memoised_verdicts_equal_direct_checks(a, b, c, mode, order) -> None:
+    grid = {"a": a, "b": b, "c": c}
+    names = list(order)
+    base = {"a": 0, "b": 0, "c": 0, "mode": mode}
+    checker = PointChecker(Branchy, "solve", base, names)
+    for at in itertools.product(*(range(len(grid[n])) for n in names)):
+        point = {n: grid[n][i] for n, i in zip(names, at, strict=True)}
+        assert memoised(checker, point, at) == direct(Branchy, base, point)
+    # the check runs once per distinct case it can tell apart, never more than once per point
+    assert checker.runs <= len(a) * len(b) * len(c)
+    if mode == "loose":  # c is never read, so it never multiplies the runs
+        assert checker.runs <= len(a) * len(b)
+
+
+def test_unread_dimensions_cost_one_check() -> None:
+    base = {"a": 0, "b": 1, "c": 0, "mode": "loose"}
+    checker = PointChecker(Branchy, "solve", base, ["c"])
+    for i in range(1000):
+        assert checker.check({"c": i}, (i,))["c"] == i
+    assert checker.runs == 1
+
+
+def test_enumerating_check_runs_at_every_point() -> None:
+    Enumerating.calls = 0
+    checker = PointChecker(Enumerating, "solve", {"x": None, "y": 1}, ["y"])
+    for i in range(5):
+        checker.check({"y": i}, (i,))
+    assert Enumerating.calls == 5
+    with pytest.raises(BadInput):
+        PointChecker(Enumerating, "solve", {"x": None, "y": None}, ["y"]).check({"y": None}, (0,))
+
+
+def test_real_model_first_bad_point_is_reported() -> None:
+    """single-neuron: beta0 = 0 needs delta > 0; the memo must report the first such point."""
+    with pytest.raises(BadInput, match=r"at grid point delta=-1\.0, eta_a=0\.5: .*beta0 = 0"):
+        Job.build(
+            "single-neuron",
+            "solve",
+            {"beta0": "0,0", "n_times": 3},
+            [("delta", "-1,1"), ("eta_a", "0.5,1")],
+        )
+    job = Job.build(
+        "single-neuron", "solve", {"n_times": 3}, [("delta", "linspace(-1,1,50)"), ("eta_a", "1,2")]
+    )
+    for flat in range(job.grid.size):  # kept sets equal a direct check of every point
+        kept = job.checked[flat]
+        fresh = job.values(flat)
+        assert kept.keys() == fresh.keys()
+        for key, value in kept.items():
+            assert np.array_equal(np.asarray(value), np.asarray(fresh[key]))
