@@ -21,7 +21,8 @@ All configurations of one ``seed`` share teacher, data, test set and base initia
 (streams ``rng(seed, "teacher" | "data" | "test" | "init")``), so a batch is, e.g., a whole
 τ × δ slice of one seed, trained together (see :mod:`._two_layer_kernels` for the kernel).
 
-Metrics at each checkpoint step (all evaluated in float64):
+Metrics at each checkpoint step (evaluated in float64, except the test-set forward pass, which
+runs in the training dtype; its loss is summed in float64):
 
 * ``train_loss``, ``test_loss``: the mean squared error above on the training / test set;
 * ``kernel_distance``: ``S(0,t) = 1 − ⟨K0,Kt⟩_F / (‖K0‖_F ‖Kt‖_F)`` of the empirical NTK over
@@ -233,7 +234,8 @@ class TwoLayer(Model):
 
 
 class _Metrics:
-    """Checkpoint metrics of a batch (float64), with the initial NTK kept in panels."""
+    """Checkpoint metrics of a batch (float64 but for the test forward pass), with the initial
+    NTK kept in panels."""
 
     def __init__(self, prob: kern.Problem, W: np.ndarray, a: np.ndarray, leak: np.ndarray,
                  ck: np.ndarray, save_params: bool) -> None:
@@ -244,8 +246,11 @@ class _Metrics:
         self.leak = leak
         self.save_params = save_params
         self.C = kern.gram_panels(prob.X)
-        self.X_test_T = np.ascontiguousarray(prob.X_test.T)
-        self.Zt = np.empty((h, self.X_test_T.shape[1]))
+        # the test-set forward pass (n_test × d × h, the largest product of a checkpoint) runs
+        # in the training dtype: in float32 that halves it, and the loss is summed in float64
+        self.X_test_T = np.ascontiguousarray(prob.X_test.T.astype(W.dtype))
+        self.y_test = prob.y_test.astype(W.dtype)
+        self.Zt = np.empty((h, self.X_test_T.shape[1]), W.dtype)
         self.W0 = W.astype(np.float64)
         self.a0 = a.astype(np.float64)
         nan = np.full((B, n_ck), np.nan)
@@ -292,9 +297,9 @@ class _Metrics:
             Z, A, G = kern.features(prob.X, Wf, af, gamma)
             r = A @ af - prob.y
             self.out["train_loss"][i, j] = float(r @ r) / r.size
-            Zt = np.matmul(Wf, self.X_test_T, out=self.Zt)  # h × n_test, reused buffer
+            Zt = np.matmul(W[row], self.X_test_T, out=self.Zt)  # h × n_test, reused buffer
             np.maximum(Zt, gamma * Zt if gamma else 0.0, out=Zt)  # σ(z) = max(z, γz), γ ≤ 1
-            rt = af @ Zt - prob.y_test
+            rt = (a[row] @ Zt - self.y_test).astype(np.float64)
             self.out["test_loss"][i, j] = float(rt @ rt) / rt.size
             self.out["hamming_distance"][i, j] = float(
                 np.count_nonzero(np.sign(Z).astype(np.int8) != self.sign0[i])) / Z.size
