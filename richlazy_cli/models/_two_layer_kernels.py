@@ -16,20 +16,25 @@ Conventions (SPEC §A3, "Fig. 1 / Appendix D.1 protocol"):
   (the second form uses ``σ(z) = σ'(z) z``), so one step costs two matrix products
   (forward ``X Wᵀ``, backward ``(D∘r)ᵀ X``) plus O(n h) elementwise work.
 
-Batching: configurations of one seed share ``X``. The matrix products are issued per
-configuration, always with the same shapes and contiguous operands, because stacking the
-weights of several configurations into one larger product is *not* bitwise safe: OpenBLAS
-picks different micro-kernels (and, for the backward product, different reduction orders)
-by shape and by column offset, which was measured to change the last bits of some
-configurations. The O(n h) elementwise passes, which are what the per-configuration research
-loop loses time on, run over a whole group (sized to stay in L2) into preallocated buffers.
-The model's tests check alone-versus-batch bitwise identity for both dtypes and two sizes.
+Batching: configurations of one seed share ``X``. Each group of configurations issues its two
+matrix products *stacked* (all the group's neurons in one product, which runs near the
+machine's GEMM rate where per-configuration products of this shape reach 80-90% of it), but
+only where that is bitwise safe: OpenBLAS picks micro-kernels and reduction orders by shape,
+and for some shapes a configuration's block of a stacked product differs in its last bits
+from the product of that configuration alone. :func:`stacking_is_exact` checks this once per
+shape (n, d, h, group size, dtype) on random data, before training; where it fails the group
+issues one product per configuration, always with the same shapes and contiguous operands.
+The O(n h) elementwise work between the products is two fused passes compiled by numba
+(:func:`forward_output`, :func:`backward_factor`), each configuration's numbers computed in
+the same order whatever the group. The model's tests check alone-versus-batch bitwise
+identity for both dtypes and two sizes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -125,62 +130,158 @@ def initial_params(problem: Problem, tau: np.ndarray, delta: np.ndarray
 # ----------------------------------------------------------------------------------------------
 
 
+def _forward_output(Z: np.ndarray, a: np.ndarray, leak: np.ndarray, f: np.ndarray) -> None:
+    """``f[c, i] = Σ_k a[c, k] σ(Z[c, k, i])`` with ``σ(z) = z`` for ``z ≥ 0``, else ``γ z``.
+
+    One pass over the pre-activations (neuron-major), accumulating over neurons in order.
+    """
+    g, h, n = Z.shape
+    for c in range(g):
+        gam = leak[c]
+        for i in range(n):
+            f[c, i] = 0.0
+        for k in range(h):
+            ak = a[c, k]
+            for i in range(n):
+                z = Z[c, k, i]
+                f[c, i] += ak * (z if z >= 0 else gam * z)
+
+
+def _backward_factor(Z: np.ndarray, r: np.ndarray, leak: np.ndarray, Dr: np.ndarray) -> None:
+    """``Dr[c, k, i] = σ'(Z[c, k, i]) r[c, i]`` with ``σ'(z) = 1`` for ``z ≥ 0``, else ``γ``."""
+    g, h, n = Z.shape
+    for c in range(g):
+        gam = leak[c]
+        for k in range(h):
+            for i in range(n):
+                Dr[c, k, i] = r[c, i] if Z[c, k, i] >= 0 else gam * r[c, i]
+
+
+def _descend(W: np.ndarray, a: np.ndarray, P: np.ndarray, coef: np.ndarray,
+             keep: np.ndarray) -> None:
+    """One GD step in place for the configurations ``c`` with ``keep[c]``:
+    ``a_k ← a_k − coef_c (w_k·ξ_k)`` and ``w_k ← w_k − (coef_c a_k) ξ_k`` (old ``a_k``, old
+    ``w_k``), with ``ξ_k`` the rows of ``P`` and ``coef_c = lr_eff 2/n``."""
+    g, h, d = W.shape
+    for c in range(g):
+        if not keep[c]:
+            continue
+        for k in range(h):
+            wp = W[c, k, 0] * P[c, k, 0]
+            for j in range(1, d):
+                wp += W[c, k, j] * P[c, k, j]
+            cak = coef[c] * a[c, k]
+            a[c, k] -= coef[c] * wp
+            for j in range(d):
+                W[c, k, j] -= P[c, k, j] * cak
+
+
+_COMPILED: dict[str, Any] = {}
+
+
+def _compiled(name: str) -> Any:
+    """The numba-compiled version of a kernel above (compiled on first use, cached on disk:
+    numba is imported only by runs that train)."""
+    if name not in _COMPILED:
+        from numba import njit
+
+        _COMPILED[name] = njit(cache=True, nogil=True)(globals()[name])
+    return _COMPILED[name]
+
+
+def forward_output(Z: np.ndarray, a: np.ndarray, leak: np.ndarray, f: np.ndarray) -> None:
+    _compiled("_forward_output")(Z, a, leak, f)
+
+
+def backward_factor(Z: np.ndarray, r: np.ndarray, leak: np.ndarray, Dr: np.ndarray) -> None:
+    _compiled("_backward_factor")(Z, r, leak, Dr)
+
+
+def descend(W: np.ndarray, a: np.ndarray, P: np.ndarray, coef: np.ndarray,
+            keep: np.ndarray) -> None:
+    _compiled("_descend")(W, a, P, coef, keep)
+
+
+descend.__doc__ = _descend.__doc__
+forward_output.__doc__ = _forward_output.__doc__
+backward_factor.__doc__ = _backward_factor.__doc__
+
+_STACKING_EXACT: dict[tuple[int, int, int, int, str], bool] = {}
+
+
+def stacking_is_exact(n: int, d: int, h: int, g: int, dtype: np.dtype) -> bool:
+    """Whether stacking ``g`` configurations into one product changes no bit of any of them.
+
+    Compares, on random data of the training shapes, each configuration's block of the two
+    stacked products (``W Xᵀ`` with ``W`` of ``g h`` rows; ``(D∘r)ᵀ X`` likewise) with the
+    product of that block alone. BLAS chooses kernels by shape, not by values, so the answer
+    holds for these shapes. Run under the BLAS thread count used for training (one).
+    """
+    key = (n, d, h, g, np.dtype(dtype).str)
+    if key not in _STACKING_EXACT:
+        gen = np.random.default_rng(20240229)
+        X = gen.standard_normal((n, d)).astype(dtype)
+        XT = np.ascontiguousarray(X.T)
+        W = gen.standard_normal((g * h, d)).astype(dtype)
+        Dr = gen.standard_normal((g * h, n)).astype(dtype)
+        Z, P = W @ XT, Dr @ X
+        _STACKING_EXACT[key] = g == 1 or all(
+            np.array_equal(Z[c * h : (c + 1) * h], W[c * h : (c + 1) * h] @ XT)
+            and np.array_equal(P[c * h : (c + 1) * h], Dr[c * h : (c + 1) * h] @ X)
+            for c in range(g)
+        )
+    return _STACKING_EXACT[key]
+
+
 class GroupWorkspace:
     """Preallocated buffers for one group of ``g`` configurations (avoids temporaries).
 
     The n × h activations are stored transposed, neuron-major (``g × h × n``): the forward
     product ``W Xᵀ`` and the backward product ``(D∘r)ᵀ X`` are then faster in OpenBLAS
-    than with the sample-major layout (measured 48 vs 42 GFLOP/s on one core for the
-    forward product), and the residual broadcasts along the contiguous axis.
+    than with the sample-major layout, the fused passes run along the contiguous axis, and
+    the group's blocks stack into one ``g h × n`` matrix. ``stacked`` says whether the group
+    issues its products stacked (:func:`stacking_is_exact`).
     """
 
     def __init__(self, n: int, h: int, d: int, g: int, dtype: np.dtype) -> None:
         self.g = g
-        self.Z = np.empty((g, h, n), dtype)  # pre-activations Zᵀ, then σ(Z)ᵀ
-        self.D = np.empty((g, h, n), dtype)  # σ'(Z)ᵀ, then (σ'(Z) ∘ r)ᵀ
-        self.mask = np.empty((g, h, n), np.bool_)
+        self.Z = np.empty((g, h, n), dtype)  # pre-activations Zᵀ
+        self.D = np.empty((g, h, n), dtype)  # (σ'(Z) ∘ r)ᵀ
         self.f = np.empty((g, n), dtype)
         self.P = np.empty((g, h, d), dtype)
-        self.tmp = np.empty((g, h, d), dtype)
+        self.stacked = g > 1 and stacking_is_exact(n, d, h, g, np.dtype(dtype))
 
 
 def group_gradients(X: np.ndarray, XT: np.ndarray, y: np.ndarray, W: np.ndarray,
                     a: np.ndarray, leak: np.ndarray, ws: GroupWorkspace
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Residuals and the two factors of the gradient for ``g`` configurations.
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Residuals and the gradient factor for ``g`` configurations.
 
     ``X`` (n, d) and its contiguous transpose ``XT`` (d, n); ``W`` (g, h, d) and ``a`` (g, h)
-    C-contiguous; ``leak`` (g,). Returns ``r`` (g, n), ``P`` (g, h, d) with rows
-    ``ξ_k = Xᵀ D_k r`` and ``W·P`` (g, h) ``= w_kᵀ ξ_k``; the gradients are
-    ``∇_W L = (2/n) a ∘ P`` and ``∇_a L = (2/n) W·P`` (module docstring). The arrays
+    C-contiguous; ``leak`` (g,) in the dtype of ``W``. Returns ``r`` (g, n) and ``P``
+    (g, h, d) with rows ``ξ_k = Xᵀ D_k r``; the gradients are ``∇_W L = (2/n) a ∘ P`` and
+    ``∇_a L = (2/n) W·P`` (module docstring; :func:`descend` applies them). The arrays
     returned are views of the workspace.
-
-    Matrix products are issued per configuration with identical shapes and contiguous
-    operands (so their bits cannot depend on the batch); elementwise passes and the
-    contiguous last-axis reductions run over the whole group at once.
     """
-    g = W.shape[0]
+    g, h, d = W.shape
+    n = X.shape[0]
     if ws.g != g:
         raise ValueError("workspace sized for a different group")
-    Z, D, f, P = ws.Z, ws.D, ws.f, ws.P
-    for b in range(g):
-        np.matmul(W[b], XT, out=Z[b])  # forward product (W Xᵀ), h × n
-    if not np.any(leak):
-        np.greater_equal(Z, 0, out=D)  # σ' ∈ {0, 1}
+    Z, Dr, f, P = ws.Z, ws.D, ws.f, ws.P
+    if ws.stacked:
+        np.matmul(W.reshape(g * h, d), XT, out=Z.reshape(g * h, n))  # forward, all at once
     else:
-        np.greater_equal(Z, 0, out=ws.mask)
-        np.copyto(D, np.broadcast_to(leak.astype(D.dtype)[:, None, None], D.shape))
-        np.copyto(D, 1, where=ws.mask)
-    np.multiply(Z, D, out=Z)  # σ(z) = σ'(z) z
-    for b in range(g):
-        np.matmul(a[b], Z[b], out=f[b])
+        for b in range(g):
+            np.matmul(W[b], XT, out=Z[b])  # forward product (W Xᵀ), h × n
+    forward_output(Z, a, leak, f)
     r = np.subtract(f, y, out=f)
-    np.multiply(D, r[:, None, :], out=D)
-    for b in range(g):
-        np.matmul(D[b], X, out=P[b])  # backward product ((D∘r)ᵀ X), h × d
-    np.multiply(W, P, out=ws.tmp)
-    wp = ws.tmp.sum(axis=2)
-    return r, P, wp
+    backward_factor(Z, r, leak, Dr)
+    if ws.stacked:
+        np.matmul(Dr.reshape(g * h, n), X, out=P.reshape(g * h, d))
+    else:
+        for b in range(g):
+            np.matmul(Dr[b], X, out=P[b])  # backward product ((D∘r)ᵀ X), h × d
+    return r, P
 
 
 # ----------------------------------------------------------------------------------------------
