@@ -291,9 +291,11 @@ def group_gradients(X: np.ndarray, XT: np.ndarray, y: np.ndarray, W: np.ndarray,
 
 def features(X: np.ndarray, W: np.ndarray, a: np.ndarray, leak: float
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``Z = X Wᵀ``, ``A = σ(Z)`` and ``G = σ'(Z) ∘ a`` (all n × h) for one configuration."""
+    """``Z = X Wᵀ``, ``A = σ(Z)`` and ``G = σ'(Z) ∘ a`` (all n × h, in the dtype of ``X``
+    and ``W``) for one configuration."""
     Z = X @ W.T
-    Dp = np.where(Z >= 0, 1.0, leak)
+    one = Z.dtype.type
+    Dp = np.where(Z >= 0, one(1), one(leak))
     return Z, Z * Dp, Dp * a
 
 

@@ -21,8 +21,7 @@ All configurations of one ``seed`` share teacher, data, test set and base initia
 (streams ``rng(seed, "teacher" | "data" | "test" | "init")``), so a batch is, e.g., a whole
 τ × δ slice of one seed, trained together (see :mod:`._two_layer_kernels` for the kernel).
 
-Metrics at each checkpoint step (evaluated in float64, except the test-set forward pass, which
-runs in the training dtype; its loss is summed in float64):
+Metrics at each checkpoint step (their products in the training dtype, every sum in float64):
 
 * ``train_loss``, ``test_loss``: the mean squared error above on the training / test set;
 * ``kernel_distance``: ``S(0,t) = 1 − ⟨K0,Kt⟩_F / (‖K0‖_F ‖Kt‖_F)`` of the empirical NTK over
@@ -40,7 +39,7 @@ frozen and marked ``status = 1``; its metrics from that step on are NaN; the oth
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -226,8 +225,8 @@ class TwoLayer(Model):
 
 
 class _Metrics:
-    """Checkpoint metrics of a batch (float64 but for the test forward pass), with the initial
-    NTK kept in panels."""
+    """Checkpoint metrics of a batch (products in the training dtype, sums in float64), with
+    the initial NTK kept in panels."""
 
     def __init__(self, prob: kern.Problem, W: np.ndarray, a: np.ndarray, leak: np.ndarray,
                  ck: np.ndarray, save_params: bool) -> None:
@@ -237,9 +236,13 @@ class _Metrics:
         self.prob = prob
         self.leak = leak
         self.save_params = save_params
-        self.C = kern.gram_panels(prob.X)
-        # the test-set forward pass (n_test × d × h, the largest product of a checkpoint) runs
-        # in the training dtype: in float32 that halves it, and the loss is summed in float64
+        # The products of a checkpoint (features, NTK panels, the test-set forward pass) run in
+        # the training dtype, which in float32 halves them; every sum (losses, the Frobenius
+        # products of the kernel distance) is taken in float64. A float32 run's parameters
+        # carry float32 rounding anyway, so this loses nothing it had.
+        self.X = np.ascontiguousarray(prob.X.astype(W.dtype))
+        self.y = prob.y.astype(W.dtype)
+        self.C = kern.gram_panels(self.X)
         self.X_test_T = np.ascontiguousarray(prob.X_test.T.astype(W.dtype))
         self.y_test = prob.y_test.astype(W.dtype)
         self.Zt = np.empty((h, self.X_test_T.shape[1]), W.dtype)
@@ -258,12 +261,12 @@ class _Metrics:
         self.sign0: list[np.ndarray] = []
         self.norm0 = np.empty(B)
         for i in range(B):
-            Z, A, G = kern.features(prob.X, self.W0[i], self.a0[i], float(leak[i]))
+            Z, A, G = kern.features(self.X, W[i], a[i], float(leak[i]))
             self.sign0.append(np.sign(Z).astype(np.int8))
             self.feat0.append((A, G))
             panels = []
             total = 0.0
-            for i0, K in kern.ntk_panels(A, G, self.C):
+            for i0, K in self._panels(A, G):
                 total += kern.panel_inner(K, K, i0, i0 + K.shape[0])
                 if self.store_K0:
                     panels.append(K)
@@ -273,21 +276,25 @@ class _Metrics:
         if self.store_K0:
             self.feat0 = []
 
+    def _panels(self, A: np.ndarray, G: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+        """The NTK's upper panels, computed in the training dtype and returned in float64."""
+        for i0, K in kern.ntk_panels(A, G, self.C):
+            yield i0, K if K.dtype == np.float64 else K.astype(np.float64)
+
     def _K0_panels(self, i: int) -> list[np.ndarray] | Any:
         panels = self.K0[i]
         if panels is not None:
             return panels
         A, G = self.feat0[i]
-        return (K for _, K in kern.ntk_panels(A, G, self.C))
+        return (K for _, K in self._panels(A, G))
 
     def record(self, j: int, active: np.ndarray, W: np.ndarray, a: np.ndarray) -> None:
-        prob = self.prob
         for row, i in enumerate(active):
             Wf = W[row].astype(np.float64)
             af = a[row].astype(np.float64)
             gamma = float(self.leak[i])
-            Z, A, G = kern.features(prob.X, Wf, af, gamma)
-            r = A @ af - prob.y
+            Z, A, G = kern.features(self.X, W[row], a[row], gamma)
+            r = (A @ a[row] - self.y).astype(np.float64)
             self.out["train_loss"][i, j] = float(r @ r) / r.size
             Zt = np.matmul(W[row], self.X_test_T, out=self.Zt)  # h × n_test, reused buffer
             np.maximum(Zt, gamma * Zt if gamma else 0.0, out=Zt)  # σ(z) = max(z, γz), γ ≤ 1
@@ -297,8 +304,7 @@ class _Metrics:
                 np.count_nonzero(np.sign(Z).astype(np.int8) != self.sign0[i])) / Z.size
             inner = 0.0
             normt = 0.0
-            for (i0, K), K0 in zip(kern.ntk_panels(A, G, self.C), self._K0_panels(i),
-                                   strict=True):
+            for (i0, K), K0 in zip(self._panels(A, G), self._K0_panels(i), strict=True):
                 i1 = i0 + K.shape[0]
                 inner += kern.panel_inner(K0, K, i0, i1)
                 normt += kern.panel_inner(K, K, i0, i1)
