@@ -402,3 +402,17 @@ def test_sweeps_with_different_jobs_are_bitwise_identical(tmp_path: Any) -> None
     for name in ("train_loss", "test_loss", "kernel_distance", "hamming_distance",
                  "param_distance", "status"):
         assert outs[0][name].values.tobytes() == outs[1][name].values.tobytes(), name
+
+
+def test_stacking_check_does_not_depend_on_the_callers_blas_threads() -> None:
+    """The check runs under the one BLAS thread training uses, whatever the caller holds
+    (with two threads OpenBLAS splits the products differently and stacking looks unsafe)."""
+    from threadpoolctl import threadpool_limits
+
+    answers = []
+    for threads in (2, 1):
+        kern._STACKING_EXACT.clear()
+        with threadpool_limits(limits=threads):
+            answers.append(kern.stacking_is_exact(1000, 100, 50, 4, np.dtype(np.float64)))
+    kern._STACKING_EXACT.clear()
+    assert answers[0] == answers[1]
