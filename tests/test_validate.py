@@ -117,3 +117,19 @@ def test_real_model_first_bad_point_is_reported() -> None:
         assert kept.keys() == fresh.keys()
         for key, value in kept.items():
             assert np.array_equal(np.asarray(value), np.asarray(fresh[key]))
+
+
+def test_memo_is_bounded(monkeypatch) -> None:
+    """Past MAX_RECORDS verdicts a table stops growing; points are then checked directly."""
+    import richlazy_cli.engine.validate as validate
+
+    monkeypatch.setattr(validate, "MAX_RECORDS", 10)
+    base = {"a": 0, "b": 1, "c": 0, "mode": "strict"}
+    checker = PointChecker(Branchy, "solve", base, ["c"])  # strict mode reads c: one run each
+    for i in range(30):
+        assert checker.check({"c": i}, (i,))["total"] == i
+    assert sum(len(table) for _, table in checker.records) == 10
+    assert checker.runs == 30
+    for i in range(10):  # the recorded ones are still answered from the memo
+        checker.check({"c": i}, (i,))
+    assert checker.runs == 30

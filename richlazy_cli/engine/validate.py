@@ -23,6 +23,9 @@ from ..models.base import Model
 from ..models.params import BadInput
 
 _MISSING = object()
+MAX_RECORDS = 100_000
+"""Verdicts kept per table at most: past that (a check that reads most swept parameters of a
+huge grid), further points are checked directly, and memory stays bounded."""
 
 
 class _Recording(dict):  # type: ignore[type-arg]
@@ -160,7 +163,8 @@ class PointChecker:
         if table is None:
             table = {}
             self.records.append((dims, table))
-        table[tuple(index[k] for k in dims)] = outcome
+        if len(table) < MAX_RECORDS:
+            table[tuple(index[k] for k in dims)] = outcome
         if isinstance(outcome, BadInput):
             raise BadInput(str(outcome))
         return dict.copy(recording)
