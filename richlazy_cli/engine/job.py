@@ -161,7 +161,10 @@ class Job:
         return [self.checked[int(i)] for i in indices]
 
     def cost(self, indices: np.ndarray) -> float:
-        return float(sum(self.model.cost(self.values(int(i))) for i in indices))
+        """The model's rough amount of work for these points (for ``--dry-run``)."""
+        kept = self.checked_values(indices)
+        values = kept if kept is not None else (self.values(int(i)) for i in indices)
+        return float(sum(self.model.cost(v) for v in values))
 
     def chunks(self, indices: np.ndarray, chunk_size: int) -> Iterator[np.ndarray]:
         """Cut ``indices`` into chunks of at most ``chunk_size`` batch-compatible points.
