@@ -41,8 +41,11 @@ class Toy(Model):
         Param("work", "int", 0, "size of matrix products to burn CPU with", low=0),
     )
 
+    check_calls = 0  # counted, to test that checks are memoised
+
     @classmethod
     def check(cls, action: str, values: dict) -> None:
+        cls.check_calls += 1
         if np.asarray(values["offset"]).shape != (2,):
             raise BadInput("parameter offset: expected 2 values")
 

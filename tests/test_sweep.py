@@ -602,3 +602,24 @@ def test_slurm_template_runs_shards_and_merge(tmp_path, reference, toy_env) -> N
     )
     assert proc.returncode == 0, proc.stderr
     assert_bitwise(reference, tmp_path / "swept.h5")
+
+
+def test_checks_run_once_per_case_on_every_route(tmp_path, toy_env) -> None:
+    """toy's check reads only `offset`: a sweep over `slope` checks once up front and once per
+    chunk in the workers (threads here, so the calls are counted in this process)."""
+    from richlazy_cli.engine.job import Job
+    from richlazy_cli.engine.run import RunOptions, execute
+    from richlazy_cli.models.base import get_model
+
+    toy = get_model("toy")
+    job_values = []
+    for backend, jobs in (("threads", 2), ("loky", 1)):
+        toy.check_calls = 0
+        job = Job.build("toy", "solve", {}, [("slope", "linspace(0,1,40)")])
+        assert toy.check_calls == 1
+        out = tmp_path / f"{backend}.h5"
+        opts = RunOptions(backend=backend, jobs=jobs, chunk_size=10, quiet=True)
+        assert execute(job, out, opts, ["test"]).exit_code == 0
+        job_values.append(toy.check_calls)
+    assert job_values[0] == 1 + 4  # validation, then one per chunk of 10
+    assert job_values[1] == 1  # in process: the points checked up front are reused

@@ -20,6 +20,7 @@ import xarray as xr
 from threadpoolctl import ThreadpoolController
 
 from ..models.base import STATUS_DIVERGED, STATUS_ERROR, STATUS_OK, Batch, get_model
+from .validate import PointChecker
 
 
 @dataclass
@@ -102,17 +103,23 @@ def compute_chunk(
     base: dict[str, Any],
     points: list[dict[str, Any]],
     indices: np.ndarray,
+    positions: list[tuple[int, ...]] | None = None,
     retry_singly: bool = True,
     checked: bool = False,
 ) -> ChunkResult:
     """Run ``model_name``'s ``action`` on ``base`` overlaid with each of ``points``.
 
-    ``base`` holds every parameter (validated); ``points`` hold the grid values of each point.
-    With ``checked``, ``points`` are already complete, checked parameter sets (the in-process
-    route reuses the validation done up front) and ``base`` is not used.
+    ``base`` holds every parameter (validated); ``points`` hold the grid values of each point
+    and ``positions`` its index along each grid dimension, with which the model's check runs
+    once per distinct case in the chunk (:class:`.validate.PointChecker`). With ``checked``,
+    ``points`` are already complete, checked parameter sets (the in-process route reuses the
+    validation done up front) and ``base`` and ``positions`` are not used.
     """
     model_cls = get_model(model_name)
     model = model_cls()
+    checker = None
+    if not checked and positions is not None:
+        checker = PointChecker(model_cls, action, base, list(points[0]) if points else [])
     size = len(points)
     status = np.zeros(size, dtype=np.int8)
     errors: dict[int, str] = {}
@@ -123,6 +130,9 @@ def compute_chunk(
         for i in sel:
             if checked:
                 values.append(points[i])
+                continue
+            if checker is not None and positions is not None:
+                values.append(checker.check(points[i], positions[i]))
                 continue
             v = dict(base)
             v.update(points[i])

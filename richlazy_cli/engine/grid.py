@@ -88,6 +88,14 @@ class Grid:
         names = self.names
         return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
 
+    def positions(self, flats: np.ndarray | Sequence[int]) -> list[tuple[int, ...]]:
+        """Each point's index along every grid dimension (``()`` for an empty grid)."""
+        flats = np.asarray(flats, dtype=np.int64)
+        if not self.dims:
+            return [() for _ in flats]
+        index = np.unravel_index(flats, self.shape)
+        return list(zip(*(i.tolist() for i in index), strict=True))
+
     def label(self, flat: int) -> dict[str, Any]:
         """A JSON-friendly description of a point, for messages and the errors attribute."""
         return {k: jsonable(v) for k, v in self.point(flat).items()}

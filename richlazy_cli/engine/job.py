@@ -138,11 +138,8 @@ class Job:
         keep: list[dict[str, Any]] | None = [] if size <= KEEP_CHECKED else None
         checker = PointChecker(self.model, self.action, self.base, self.grid.names)
         flats = np.arange(size)
-        index: Iterator[tuple[int, ...]] = iter([()])
-        if self.grid.dims:
-            positions = np.unravel_index(flats, self.grid.shape)
-            index = zip(*(i.tolist() for i in positions), strict=True)
-        for flat, (point, at) in enumerate(zip(self.grid.points(flats), index, strict=True)):
+        points, positions = self.grid.points(flats), self.grid.positions(flats)
+        for flat, (point, at) in enumerate(zip(points, positions, strict=True)):
             try:
                 values = checker.check(point, at)
             except BadInput as exc:

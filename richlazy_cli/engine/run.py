@@ -169,13 +169,16 @@ def dispatch(job: Job, chunks: list[np.ndarray], opts: RunOptions) -> Iterator[C
             if checked is not None:
                 yield compute_chunk(*args, base, checked, c, checked=True)
             else:
-                yield compute_chunk(*args, base, job.grid.points(c), c)
+                yield compute_chunk(*args, base, job.grid.points(c), c, job.grid.positions(c))
         return
     job.checked = None  # workers check their own points: free the up-front copies
     if opts.backend != "threads":
         release_freed_arrays()  # the parent only collects results: give them back when dropped
     if opts.backend == "dask":
-        tasks = (delayed(compute_chunk)(*args, base, job.grid.points(c), c) for c in chunks)
+        tasks = (
+            delayed(compute_chunk)(*args, base, job.grid.points(c), c, job.grid.positions(c))
+            for c in chunks
+        )
         with dask_client(opts.scheduler, jobs, opts.worker_timeout):
             # `scatter` ships the shared parameters (which may hold data matrices) once per
             # worker instead of once per task.
@@ -217,7 +220,8 @@ def bounded(
 
     def submit(count: int) -> None:
         for c in itertools.islice(todo, count):
-            pending.add(executor.submit(compute_chunk, *args, job.grid.points(c), c))
+            points, positions = job.grid.points(c), job.grid.positions(c)
+            pending.add(executor.submit(compute_chunk, *args, points, c, positions))
 
     submit(ahead)
     try:
