@@ -118,7 +118,9 @@ def compute_chunk(
     model_cls = get_model(model_name)
     model = model_cls()
     checker = None
-    if not checked and positions is not None:
+    if not checked:
+        if positions is None:
+            raise ValueError("compute_chunk needs the points' grid positions to check them")
         checker = PointChecker(model_cls, action, base, list(points[0]) if points else [])
     size = len(points)
     status = np.zeros(size, dtype=np.int8)
@@ -126,19 +128,9 @@ def compute_chunk(
     start = time.perf_counter()
 
     def configs(sel: list[int]) -> Batch:
-        values = []
-        for i in sel:
-            if checked:
-                values.append(points[i])
-                continue
-            if checker is not None and positions is not None:
-                values.append(checker.check(points[i], positions[i]))
-                continue
-            v = dict(base)
-            v.update(points[i])
-            model_cls.check(action, v)
-            values.append(v)
-        return Batch.from_points(model_cls, values)
+        if checker is None or positions is None:  # already checked
+            return Batch.from_points(model_cls, [points[i] for i in sel])
+        return Batch.from_points(model_cls, [checker.check(points[i], positions[i]) for i in sel])
 
     data: xr.Dataset | None
     with one_blas_thread():
