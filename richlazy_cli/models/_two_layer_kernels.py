@@ -1,6 +1,7 @@
 """Numerical kernels of the two-layer teacher-student model (SPEC.md §A3).
 
-Private helper of :mod:`richlazy_cli.models.two_layer`; pure NumPy, no I/O.
+Private helper of :mod:`richlazy_cli.models.two_layer`; pure numerics, no I/O. The training
+loop itself is compiled by numba in :mod:`._two_layer_jit`.
 
 Conventions (SPEC §A3, "Fig. 1 / Appendix D.1 protocol"):
 
@@ -8,13 +9,13 @@ Conventions (SPEC §A3, "Fig. 1 / Appendix D.1 protocol"):
   and ``σ'(0) = 1``;
 * loss = mean squared error ``L = (1/n) Σ_i (f(x_i) − y_i)²`` (the authors' code; gradient
   factor ``2/n``), full-batch gradient descent ``θ ← θ − lr_eff ∇L``;
-* with ``r = f(X) − y``, ``D = σ'(X Wᵀ)`` (n × h) and ``P = (D ∘ r 1ᵀ)ᵀ X`` (h × d, row ``k``
-  is ``ξ_k = Xᵀ D_k r`` of SPEC §A3 "Dynamics")::
+* with ``r = f(X) − y``, ``D = σ'(X Wᵀ)`` (n × h) and ``ξ_k = Xᵀ D_k r`` (SPEC §A3
+  "Dynamics")::
 
       ∂L/∂w_k = (2/n) a_k ξ_k,        ∂L/∂a_k = (2/n) Σ_i σ(w_kᵀx_i) r_i = (2/n) w_kᵀ ξ_k
 
   (the second form uses ``σ(z) = σ'(z) z``), so one step costs two matrix products
-  (forward ``X Wᵀ``, backward ``(D∘r)ᵀ X``) plus O(n h) elementwise work.
+  (forward ``W Xᵀ``, backward ``Xᵀ (D∘r)``) plus O(n h) elementwise work.
 
 Batching: configurations of one seed share ``X``. Each group of configurations issues its two
 matrix products *stacked* (all the group's neurons in one product, which runs near the
@@ -24,9 +25,9 @@ and for some shapes a configuration's block of a stacked product differs in its 
 from the product of that configuration alone. :func:`stacking_is_exact` checks this once per
 shape (n, d, h, group size, dtype) on random data, before training; where it fails the group
 issues one product per configuration, always with the same shapes and contiguous operands.
-The O(n h) elementwise work between the products is two fused passes compiled by numba
-(:func:`forward_output`, :func:`backward_factor`), each configuration's numbers computed in
-the same order whatever the group. The model's tests check alone-versus-batch bitwise
+The O(n h) elementwise work between the products is fused into compiled passes, each
+configuration's numbers computed in the same order whatever the group, and a group runs many
+steps per call (:class:`ConfigGroup`). The model's tests check alone-versus-batch bitwise
 identity for both dtypes and two sizes.
 """
 
@@ -127,85 +128,18 @@ def initial_params(problem: Problem, tau: np.ndarray, delta: np.ndarray
 
 
 # ----------------------------------------------------------------------------------------------
-# Training step on a group of configurations
+# Training a group of configurations
 # ----------------------------------------------------------------------------------------------
 
 
-def _forward_output(Z: np.ndarray, a: np.ndarray, leak: np.ndarray, f: np.ndarray) -> None:
-    """``f[c, i] = Σ_k a[c, k] σ(Z[c, k, i])`` with ``σ(z) = z`` for ``z ≥ 0``, else ``γ z``.
+def jit() -> Any:
+    """The compiled training loop (:mod:`._two_layer_jit`): imported on first use, so that only
+    runs that train load numba (compiled code is cached on disk). Import it before setting a
+    BLAS thread limit: it loads the BLAS its products call."""
+    from . import _two_layer_jit
 
-    One pass over the pre-activations (neuron-major), accumulating over neurons in order.
-    """
-    g, h, n = Z.shape
-    for c in range(g):
-        gam = leak[c]
-        for i in range(n):
-            f[c, i] = 0.0
-        for k in range(h):
-            ak = a[c, k]
-            for i in range(n):
-                z = Z[c, k, i]
-                f[c, i] += ak * (z if z >= 0 else gam * z)
+    return _two_layer_jit
 
-
-def _backward_factor(Z: np.ndarray, r: np.ndarray, leak: np.ndarray, Dr: np.ndarray) -> None:
-    """``Dr[c, k, i] = σ'(Z[c, k, i]) r[c, i]`` with ``σ'(z) = 1`` for ``z ≥ 0``, else ``γ``."""
-    g, h, n = Z.shape
-    for c in range(g):
-        gam = leak[c]
-        for k in range(h):
-            for i in range(n):
-                Dr[c, k, i] = r[c, i] if Z[c, k, i] >= 0 else gam * r[c, i]
-
-
-def _descend(W: np.ndarray, a: np.ndarray, P: np.ndarray, coef: np.ndarray,
-             keep: np.ndarray) -> None:
-    """One GD step in place for the configurations ``c`` with ``keep[c]``:
-    ``a_k ← a_k − coef_c (w_k·ξ_k)`` and ``w_k ← w_k − (coef_c a_k) ξ_k`` (old ``a_k``, old
-    ``w_k``), with ``ξ_k`` the rows of ``P`` and ``coef_c = lr_eff 2/n``."""
-    g, h, d = W.shape
-    for c in range(g):
-        if not keep[c]:
-            continue
-        for k in range(h):
-            wp = W[c, k, 0] * P[c, k, 0]
-            for j in range(1, d):
-                wp += W[c, k, j] * P[c, k, j]
-            cak = coef[c] * a[c, k]
-            a[c, k] -= coef[c] * wp
-            for j in range(d):
-                W[c, k, j] -= P[c, k, j] * cak
-
-
-_COMPILED: dict[str, Any] = {}
-
-
-def _compiled(name: str) -> Any:
-    """The numba-compiled version of a kernel above (compiled on first use, cached on disk:
-    numba is imported only by runs that train)."""
-    if name not in _COMPILED:
-        from numba import njit
-
-        _COMPILED[name] = njit(cache=True, nogil=True)(globals()[name])
-    return _COMPILED[name]
-
-
-def forward_output(Z: np.ndarray, a: np.ndarray, leak: np.ndarray, f: np.ndarray) -> None:
-    _compiled("_forward_output")(Z, a, leak, f)
-
-
-def backward_factor(Z: np.ndarray, r: np.ndarray, leak: np.ndarray, Dr: np.ndarray) -> None:
-    _compiled("_backward_factor")(Z, r, leak, Dr)
-
-
-def descend(W: np.ndarray, a: np.ndarray, P: np.ndarray, coef: np.ndarray,
-            keep: np.ndarray) -> None:
-    _compiled("_descend")(W, a, P, coef, keep)
-
-
-descend.__doc__ = _descend.__doc__
-forward_output.__doc__ = _forward_output.__doc__
-backward_factor.__doc__ = _backward_factor.__doc__
 
 _STACKING_EXACT: dict[tuple[int, int, int, int, str], bool] = {}
 
@@ -213,82 +147,120 @@ _STACKING_EXACT: dict[tuple[int, int, int, int, str], bool] = {}
 def stacking_is_exact(n: int, d: int, h: int, g: int, dtype: np.dtype) -> bool:
     """Whether stacking ``g`` configurations into one product changes no bit of any of them.
 
-    Compares, on random data of the training shapes, each configuration's block of the two
-    stacked products (``W Xᵀ`` with ``W`` of ``g h`` rows; ``(D∘r)ᵀ X`` likewise) with the
-    product of that block alone. BLAS chooses kernels by shape, not by values, so the answer
-    holds for these shapes, under the one BLAS thread that training runs with (the check holds
-    BLAS at one thread itself: with two, OpenBLAS splits the products differently).
+    Compares, on random data of the training shapes, the stacked forward product ``W Xᵀ``
+    (``W`` of ``g h`` rows) and backward product ``Xᵀ Dᵀ`` with the products of each
+    configuration alone, through the same calls as training. BLAS chooses kernels by shape,
+    not by values, so the answer holds for these shapes, under the one BLAS thread that
+    training runs with (the check holds BLAS at one thread itself: with two, OpenBLAS splits
+    the products differently).
     """
     key = (n, d, h, g, np.dtype(dtype).str)
     if key not in _STACKING_EXACT:
+        jit()  # load its BLAS before limiting the threads
         with threadpool_limits(limits=1, user_api="blas"):
-            _STACKING_EXACT[key] = _stacking_is_exact(n, d, h, g, np.dtype(dtype))
+            _STACKING_EXACT[key] = g == 1 or _stacking_is_exact(n, d, h, g, np.dtype(dtype))
     return _STACKING_EXACT[key]
 
 
 def _stacking_is_exact(n: int, d: int, h: int, g: int, dtype: np.dtype) -> bool:
     gen = np.random.default_rng(20240229)
-    X = gen.standard_normal((n, d)).astype(dtype)
-    XT = np.ascontiguousarray(X.T)
-    W = gen.standard_normal((g * h, d)).astype(dtype)
-    Dr = gen.standard_normal((g * h, n)).astype(dtype)
-    Z, P = W @ XT, Dr @ X
-    return g == 1 or all(
-        np.array_equal(Z[c * h : (c + 1) * h], W[c * h : (c + 1) * h] @ XT)
-        and np.array_equal(P[c * h : (c + 1) * h], Dr[c * h : (c + 1) * h] @ X)
-        for c in range(g)
-    )
+    XT = gen.standard_normal((d, n)).astype(dtype)
+    W = gen.standard_normal((g, h, d)).astype(dtype)
+    D = gen.standard_normal((g, h, n)).astype(dtype)
+    scratch = np.empty((d, h), dtype)
+    out = []
+    for stacked in (True, False):
+        Z = np.empty((g, h, n), dtype)
+        P = np.empty((d, g * h), dtype)
+        jit().forward_product(W, XT, Z, stacked)
+        jit().backward_product(XT, D, P, scratch, stacked)
+        out.append((Z, P))
+    return all(np.array_equal(x, y) for x, y in zip(*out, strict=True))
 
 
 class GroupWorkspace:
-    """Preallocated buffers for one group of ``g`` configurations (avoids temporaries).
+    """Preallocated buffers for one group of ``g`` configurations (no temporaries per step).
 
-    The n × h activations are stored transposed, neuron-major (``g × h × n``): the forward
-    product ``W Xᵀ`` and the backward product ``(D∘r)ᵀ X`` are then faster in OpenBLAS
-    than with the sample-major layout, the fused passes run along the contiguous axis, and
-    the group's blocks stack into one ``g h × n`` matrix. ``stacked`` says whether the group
-    issues its products stacked (:func:`stacking_is_exact`).
+    The n × h activations are stored transposed, neuron-major (``g × h × n``): the passes then
+    run along the contiguous axis, and the group's blocks stack into one ``g h × n`` matrix.
+    ``stacked`` says whether the group issues its products stacked
+    (:func:`stacking_is_exact`).
     """
 
     def __init__(self, n: int, h: int, d: int, g: int, dtype: np.dtype) -> None:
         self.g = g
-        self.Z = np.empty((g, h, n), dtype)  # pre-activations Zᵀ
-        self.D = np.empty((g, h, n), dtype)  # (σ'(Z) ∘ r)ᵀ
-        self.f = np.empty((g, n), dtype)
-        self.P = np.empty((g, h, d), dtype)
+        self.Z = np.empty((g, h, n), dtype)  # pre-activations Zᵀ, then (σ'(Z) ∘ r)ᵀ
+        self.r = np.empty((g, n), dtype)
+        self.P = np.empty((d, g * h), dtype)  # columns ξ_k
+        self.scratch = np.empty((d, h), dtype)
+        self.loss = np.empty(g)
+        self.bad = np.zeros(g, dtype=np.bool_)
         self.stacked = g > 1 and stacking_is_exact(n, d, h, g, np.dtype(dtype))
 
 
-def group_gradients(X: np.ndarray, XT: np.ndarray, y: np.ndarray, W: np.ndarray,
-                    a: np.ndarray, leak: np.ndarray, ws: GroupWorkspace
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """Residuals and the gradient factor for ``g`` configurations.
+class ConfigGroup:
+    """Configurations of one seed that train together: their state and per-config constants.
 
-    ``X`` (n, d) and its contiguous transpose ``XT`` (d, n); ``W`` (g, h, d) and ``a`` (g, h)
-    C-contiguous; ``leak`` (g,) in the dtype of ``W``. Returns ``r`` (g, n) and ``P``
-    (g, h, d) with rows ``ξ_k = Xᵀ D_k r``; the gradients are ``∇_W L = (2/n) a ∘ P`` and
-    ``∇_a L = (2/n) W·P`` (module docstring; :func:`descend` applies them). The arrays
-    returned are views of the workspace.
+    ``idx`` are the configurations' positions in the batch; ``W`` (g, h, d), ``a`` (g, h),
+    ``leak``, ``coef`` (``lr_eff 2/n``) in the training dtype; ``loss0`` the initial losses;
+    ``n`` training samples. Workspaces are shared between groups of the same size through
+    ``spaces`` (groups run one after another).
+    """
+
+    def __init__(self, idx: np.ndarray, W: np.ndarray, a: np.ndarray, leak: np.ndarray,
+                 coef: np.ndarray, n: int, spaces: dict[int, GroupWorkspace]) -> None:
+        self.idx = idx
+        self.n = n
+        self.W = np.ascontiguousarray(W)
+        self.a = np.ascontiguousarray(a)
+        self.leak = np.ascontiguousarray(leak, dtype=W.dtype)
+        self.coef = np.ascontiguousarray(coef, dtype=W.dtype)
+        self.loss0 = np.full(idx.size, np.nan)
+        self.spaces = spaces
+
+    @property
+    def size(self) -> int:
+        return int(self.idx.size)
+
+    def _workspace(self) -> GroupWorkspace:
+        g = self.size
+        if g not in self.spaces:
+            _, h, d = self.W.shape
+            self.spaces[g] = GroupWorkspace(self.n, h, d, g, self.W.dtype)
+        return self.spaces[g]
+
+    def advance(self, XT: np.ndarray, y: np.ndarray, t_begin: int, t_end: int, steps: int,
+                factor: float) -> tuple[int, np.ndarray]:
+        """Run steps ``t_begin … t_end − 1`` (:func:`._two_layer_jit.run_steps`) until done or
+        a configuration diverges, which is then removed from the group, frozen at the ``θ_t``
+        of its step. Returns the next step and the batch positions removed."""
+        ws = self._workspace()
+        t = jit().run_steps(XT, y, self.W, self.a, self.leak, self.coef, self.loss0,
+                            ws.stacked, t_begin, t_end, steps, factor, ws.Z, ws.r, ws.P,
+                            ws.scratch, ws.loss, ws.bad)
+        bad = ws.bad.copy()
+        if not bad.any():
+            return t, self.idx[:0]
+        removed = self.idx[bad]
+        keep = ~bad
+        self.idx, self.W, self.a = self.idx[keep], self.W[keep], self.a[keep]
+        self.leak, self.coef, self.loss0 = self.leak[keep], self.coef[keep], self.loss0[keep]
+        return t, removed
+
+
+def group_gradients(XT: np.ndarray, y: np.ndarray, W: np.ndarray, a: np.ndarray,
+                    leak: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Residuals ``r`` (g, n) and ``ξ`` (g, h, d), rows ``ξ_k = Xᵀ D_k r``, of ``g``
+    configurations, through the compiled passes and products that training uses (for tests).
+
+    The gradients are ``∇_W L = (2/n) a ∘ ξ`` and ``∇_a L = (2/n) W·ξ`` (module docstring).
     """
     g, h, d = W.shape
-    n = X.shape[0]
-    if ws.g != g:
-        raise ValueError("workspace sized for a different group")
-    Z, Dr, f, P = ws.Z, ws.D, ws.f, ws.P
-    if ws.stacked:
-        np.matmul(W.reshape(g * h, d), XT, out=Z.reshape(g * h, n))  # forward, all at once
-    else:
-        for b in range(g):
-            np.matmul(W[b], XT, out=Z[b])  # forward product (W Xᵀ), h × n
-    forward_output(Z, a, leak, f)
-    r = np.subtract(f, y, out=f)
-    backward_factor(Z, r, leak, Dr)
-    if ws.stacked:
-        np.matmul(Dr.reshape(g * h, n), X, out=P.reshape(g * h, d))
-    else:
-        for b in range(g):
-            np.matmul(Dr[b], X, out=P[b])  # backward product ((D∘r)ᵀ X), h × d
-    return r, P
+    ws = GroupWorkspace(XT.shape[1], h, d, g, W.dtype)
+    jit().forward_product(W, XT, ws.Z, ws.stacked)
+    jit().residual_pass(ws.Z, a, leak, y, ws.r, ws.loss, True)
+    jit().backward_product(XT, ws.Z, ws.P, ws.scratch, ws.stacked)
+    return ws.r.copy(), ws.P.T.reshape(g, h, d).copy()
 
 
 # ----------------------------------------------------------------------------------------------
