@@ -294,6 +294,11 @@ def main() -> None:
           f"   (2 x one core, CPU time; 2 threads wall clock: {gemm_wall:.1f})")
     if tor is None:
         print("PyTorch is NOT INSTALLED: the torch comparison was skipped")
+    else:  # what the torch target asks of the machine: the products alone are 4 n d h flops
+        need = 2.5 * tor * FLOPS_PER_STEP / 1e9
+        print(f"2.5 x torch = {2.5 * tor:.0f} steps/s = {need:.1f} GFLOP/s = "
+              f"{100 * need / gemm:.0f}% of the GEMM rate (over 100%: no dense float64 "
+              "implementation reaches it here)")
     print(f"targets: float64 >= 1.40x plain: {m64 / plain:.2f}x; float32 >= 2.50x plain: "
           f"{m32 / plain:.2f}x; float64 >= 85% GEMM: {100 * m64 * FLOPS_PER_STEP / 1e9 / gemm:.0f}%"
           + (f"; float64 >= 2.5x torch: {m64 / tor:.2f}x" if tor else "; torch: NOT INSTALLED"))

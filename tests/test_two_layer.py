@@ -157,6 +157,25 @@ def test_first_step_is_plain_gradient_descent(leak: float) -> None:
         assert ds.train_loss.values[0, 0] == pytest.approx(np.mean(r**2), rel=1e-13)
 
 
+def test_many_steps_match_a_plain_numpy_loop() -> None:
+    # SPEC §A3 recipe step 3 repeated, against the compiled loop that runs many steps per call
+    p = {"tau": 0.6, "delta": -0.3, "leak": 0.1, "lr": 0.05}
+    steps = 25
+    ds = train([p], **SMALL, steps=steps, checkpoints=[0, steps], save_params=True, seed=5)
+    W, a = ds.W.values[0, 0].copy(), ds.a.values[0, 0].copy()
+    X = kern.sphere(rng(5, "data"), SMALL["n"], SMALL["d"])
+    prob = kern.make_problem(5, SMALL["d"], SMALL["h"], SMALL["k"], SMALL["n"], 1, True)
+    y, n, lr = prob.y, SMALL["n"], p["lr"] / p["tau"] ** 2
+    for _ in range(steps):
+        Z = X @ W.T
+        r = sigma(Z, 0.1) @ a - y
+        a, W = (a - lr / n * 2 * sigma(Z, 0.1).T @ r,
+                W - lr / n * 2 * (a * (dsigma(Z, 0.1) * r[:, None])).T @ X)
+    np.testing.assert_allclose(ds.W.values[0, 1], W, rtol=1e-11, atol=1e-14)
+    np.testing.assert_allclose(ds.a.values[0, 1], a, rtol=1e-11, atol=1e-14)
+    assert ds.train_loss.values[0, 1] == pytest.approx(mse(X, y, W, a, 0.1), rel=1e-10)
+
+
 # -- NTK and kernel distance -----------------------------------------------------------------
 
 @pytest.mark.parametrize("leak", [0.0, 0.25])
@@ -294,6 +313,19 @@ def test_alone_and_in_batch_are_bitwise_identical(dtype: str, size: dict[str, in
         alone = train([p], **common)
         assert_same(batch, i, alone, 0)
         assert_same(batch, i, shuffled, order.index(i))
+
+
+def test_checkpoints_do_not_change_the_trajectory() -> None:
+    """Training runs in compiled ranges of steps between checkpoints (and progress reports):
+    where the ranges are cut must not change a bit of the trajectory."""
+    common = dict(SMALL, steps=45, save_params=True, seed=9)
+    pts = [{"tau": 0.3, "delta": 0.5}, {"tau": 1.2, "delta": -0.4, "leak": 0.1}]
+    coarse = train(pts, **common, checkpoints=[0, 45])
+    fine = train(pts, **common, checkpoints=[0, 1, 2, 7, 13, 29, 44, 45])
+    for name in ("W", "a", "train_loss", "kernel_distance"):
+        x = coarse[name].sel(step=[0, 45]).values
+        y = fine[name].sel(step=[0, 45]).values
+        assert x.tobytes() == y.tobytes(), name
 
 
 def test_float32_tracks_float64() -> None:
