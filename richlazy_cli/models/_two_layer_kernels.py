@@ -188,7 +188,6 @@ class GroupWorkspace:
     """
 
     def __init__(self, n: int, h: int, d: int, g: int, dtype: np.dtype) -> None:
-        self.g = g
         self.Z = np.empty((g, h, n), dtype)  # pre-activations Zᵀ, then (σ'(Z) ∘ r)ᵀ
         self.r = np.empty((g, n), dtype)
         self.P = np.empty((d, g * h), dtype)  # columns ξ_k
