@@ -435,6 +435,28 @@ def test_sweeps_with_different_jobs_are_bitwise_identical(tmp_path: Any) -> None
         assert outs[0][name].values.tobytes() == outs[1][name].values.tobytes(), name
 
 
+def test_threads_backend_is_bitwise_identical_at_the_papers_size(tmp_path: Any) -> None:
+    """Products large enough for OpenBLAS to split over threads: each thread's training must
+    run under one BLAS thread, also in the BLAS that the compiled loop loads on first use (the
+    engine loads it before it holds BLAS at one thread for the whole threads run)."""
+    import subprocess
+    import sys
+
+    import xarray as xr
+
+    args = [sys.executable, "-m", "richlazy_cli", "sweep", "train", "two-layer",
+            "-g", "tau=0.1,0.5,1,2", "-g", "delta=-1,1", "-q", "--chunk-size", "1",
+            "-psteps=30", "-pn_test=50", "-pn_checkpoints=3"]
+    outs = []
+    for backend, jobs in [("loky", 1), ("threads", 2)]:
+        out = tmp_path / f"{backend}.h5"
+        subprocess.run([*args, "-o", str(out), "-j", str(jobs), "--backend", backend],
+                       check=True, capture_output=True)
+        outs.append(xr.open_dataset(out, engine="h5netcdf").load())
+    for name in ("train_loss", "kernel_distance", "param_distance"):
+        assert outs[0][name].values.tobytes() == outs[1][name].values.tobytes(), name
+
+
 def test_stacking_check_does_not_depend_on_the_callers_blas_threads() -> None:
     """The check runs under the one BLAS thread training uses, whatever the caller holds
     (with two threads OpenBLAS splits the products differently and stacking looks unsafe)."""

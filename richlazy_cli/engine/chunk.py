@@ -19,7 +19,7 @@ import numpy as np
 import xarray as xr
 from threadpoolctl import ThreadpoolController
 
-from ..models.base import STATUS_DIVERGED, STATUS_ERROR, STATUS_OK, Batch, get_model
+from ..models.base import STATUS_DIVERGED, STATUS_ERROR, STATUS_OK, Batch, Model, get_model
 from .validate import PointChecker
 
 
@@ -35,15 +35,27 @@ class ChunkResult:
 
 
 _controller: ThreadpoolController | None = None
+_native_loaded: set[str] = set()
 
 
-def one_blas_thread() -> AbstractContextManager[object]:
-    """A context holding BLAS/OpenMP at one thread.
+def load_native(model_cls: type[Model]) -> None:
+    """Load ``model_cls``'s lazily loaded native libraries (:meth:`.Model.load_native`) once
+    per process, so that BLAS limits made afterwards cover them."""
+    global _controller
+    if model_cls.name not in _native_loaded:
+        model_cls.load_native()
+        _native_loaded.add(model_cls.name)
+        _controller = None  # it may have loaded another BLAS: scan again
+
+
+def one_blas_thread(model_cls: type[Model]) -> AbstractContextManager[object]:
+    """A context holding BLAS/OpenMP at one thread, for computing with ``model_cls``.
 
     The controller (which scans the loaded libraries, a few milliseconds) is made once per
-    process, after the first model import has loaded whatever libraries models use.
+    process, and again after a model has loaded native libraries of its own.
     """
     global _controller
+    load_native(model_cls)
     if _controller is None:
         _controller = ThreadpoolController()
     return _controller.limit(limits=1)
@@ -133,7 +145,7 @@ def compute_chunk(
         return Batch.from_points(model_cls, [checker.check(points[i], positions[i]) for i in sel])
 
     data: xr.Dataset | None
-    with one_blas_thread():
+    with one_blas_thread(model_cls):
         try:
             data = model.run(action, configs(list(range(size))))
         except Exception as exc:

@@ -31,7 +31,7 @@ from threadpoolctl import threadpool_limits
 
 from ..models.params import BadInput, jsonable
 from .assemble import Assembler, result_as_chunk
-from .chunk import ChunkResult, compute_chunk
+from .chunk import ChunkResult, compute_chunk, load_native
 from .grid import Shard
 from .job import Job
 from .parts import PartsFolder, parts_path
@@ -189,7 +189,9 @@ def dispatch(job: Job, chunks: list[np.ndarray], opts: RunOptions) -> Iterator[C
         return
     if opts.backend == "threads":
         # Threads share one process: hold BLAS at one thread for the whole run, so that no
-        # worker leaving its own limit can hand another worker two BLAS threads mid-chunk.
+        # worker leaving its own limit can hand another worker two BLAS threads mid-chunk;
+        # the model's lazily loaded libraries first, so that the limit covers them too.
+        load_native(job.model)
         with threadpool_limits(limits=1), ThreadPoolExecutor(max_workers=jobs) as executor:
             yield from bounded(executor, job, chunks, 2 * jobs)
         return

@@ -176,6 +176,12 @@ class Model:
         """A rough relative amount of work for one configuration (used to size chunks)."""
         return 1.0
 
+    @classmethod
+    def load_native(cls) -> None:
+        """Load the native libraries that computing loads lazily (compiled kernels, a second
+        BLAS). The engine calls this before it holds BLAS at one thread, so that its limit
+        covers them too. Default: nothing."""
+
     # -- actions ----------------------------------------------------------------------------
     def solve(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         raise NotImplementedError

@@ -141,6 +141,10 @@ class TwoLayer(Model):
         per_ck = 2.0 * n * n * h + 2.0 * values["n_test"] * d * h
         return (4.0 * n * d * h * values["steps"] + n_ck * per_ck) / 1e9
 
+    @classmethod
+    def load_native(cls) -> None:
+        kern.jit()  # numba's compiled loop and the BLAS its products call (SciPy's)
+
     # ------------------------------------------------------------------------------------------
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         """Train the batch (see the module docstring) with one BLAS thread.
@@ -150,7 +154,7 @@ class TwoLayer(Model):
         different order with 2 threads than with 1 (measured), so results would otherwise
         depend on the thread count of the process that runs the batch.
         """
-        kern.jit()  # loads numba and the BLAS its products call, before the limit is set
+        self.load_native()  # before the limit is set, so that it covers their BLAS
         with threadpool_limits(limits=1, user_api="blas"):
             return self._train(batch, progress)
 
