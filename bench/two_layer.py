@@ -179,10 +179,12 @@ def kernel_distance_timing() -> tuple[float, float, float]:
         n0 = sum(kern.panel_inner(P, P, i0, i0 + P.shape[0])
                  for (i0, _), P in zip(kern.ntk_panels(A0, G0, C), K0p, strict=True))
 
+        work = kern.panel_workspace(N, np.dtype(np.float64))  # as the model's metrics use
+
         def ours() -> float:
             _, A, G = kern.features(X, W1, a1, 0.0)
             inner = nt = 0.0
-            for (i0, P), P0 in zip(kern.ntk_panels(A, G, C), K0p, strict=True):
+            for (i0, P), P0 in zip(kern.ntk_panels(A, G, C, work), K0p, strict=True):
                 i1 = i0 + P.shape[0]
                 inner += kern.panel_inner(P0, P, i0, i1)
                 nt += kern.panel_inner(P, P, i0, i1)

@@ -257,6 +257,24 @@ def test_metrics_match_independent_computation() -> None:
         assert ds.kernel_distance.values[i, -1] > 0.01  # something moved
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_recomputed_initial_kernel_equals_the_stored_one(dtype: str, monkeypatch: Any) -> None:
+    """Above a memory bound the initial NTK's panels are recomputed at every checkpoint instead
+    of stored; both routes, through their panel workspaces, give the same bits (n = 300: two
+    panels, so a workspace is reused)."""
+    from richlazy_cli.models import two_layer
+
+    pts = [{"tau": 0.3, "delta": 0.5}, {"tau": 1.0, "delta": -0.2, "leak": 0.1}]
+    common = dict(d=10, h=8, k=2, n=300, n_test=20, steps=40, n_checkpoints=5, seed=3,
+                  dtype=dtype)
+    stored = train(pts, **common)
+    monkeypatch.setattr(two_layer, "_K0_STORE_BYTES", 0)
+    recomputed = train(pts, **common)
+    S = stored.kernel_distance.values
+    assert np.all(S[:, -1] > 1e-4)  # the kernels moved
+    assert S.tobytes() == recomputed.kernel_distance.values.tobytes()
+
+
 def test_kernel_distance_starts_at_exactly_zero_and_stays_in_unit_interval() -> None:
     pts = [{"tau": t, "delta": dl} for t in (0.1, 0.5, 2.0) for dl in (-1.0, 0.0, 1.0)]
     ds = train(pts, **SMALL, steps=2000, seed=1)

@@ -293,21 +293,34 @@ def _panel_rows(n: int) -> int:
     return int(max(16, min(n, 65536 // max(n, 1))))
 
 
-def ntk_panels(A: np.ndarray, G: np.ndarray, C_panels: list[np.ndarray]
-               ) -> Iterator[tuple[int, np.ndarray]]:
+def ntk_panels(A: np.ndarray, G: np.ndarray, C_panels: list[np.ndarray],
+               work: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
     """The upper-triangular row panels ``K[i0:i1, i0:]`` of the NTK, never the whole matrix.
 
-    ``C_panels`` are the matching panels of ``X Xᵀ`` (see :func:`gram_panels`).
+    ``C_panels`` are the matching panels of ``X Xᵀ`` (see :func:`gram_panels`). With ``work``
+    (from :func:`panel_workspace`) each panel is computed into it, valid until the next one:
+    fresh 0.5 MiB panels cost more in page faults than in arithmetic (4.2 against 2.9 ms per
+    evaluation at n = 1000, h = 50). Without it, each panel is a new array.
     """
     n = A.shape[0]
     nb = _panel_rows(n)
     for p, i0 in enumerate(range(0, n, nb)):
         i1 = min(i0 + nb, n)
-        K = A[i0:i1] @ A[i0:].T
-        GG = G[i0:i1] @ G[i0:].T
+        if work is None:
+            K = A[i0:i1] @ A[i0:].T
+            GG = G[i0:i1] @ G[i0:].T
+        else:
+            size = (i1 - i0) * (n - i0)
+            K = np.matmul(A[i0:i1], A[i0:].T, out=work[0, :size].reshape(i1 - i0, n - i0))
+            GG = np.matmul(G[i0:i1], G[i0:].T, out=work[1, :size].reshape(i1 - i0, n - i0))
         GG *= C_panels[p]
         K += GG
         yield i0, K
+
+
+def panel_workspace(n: int, dtype: np.dtype) -> np.ndarray:
+    """Scratch for :func:`ntk_panels` (two panels of the largest size)."""
+    return np.empty((2, _panel_rows(n) * n), dtype)
 
 
 def gram_panels(X: np.ndarray) -> list[np.ndarray]:

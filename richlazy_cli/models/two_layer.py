@@ -255,6 +255,9 @@ class _Metrics:
             self.W_hist = np.full((B, n_ck, h, d), np.nan)
             self.a_hist = np.full((B, n_ck, h), np.nan)
         self.store_K0 = B * n * (n + kern._panel_rows(n)) * 4 <= _K0_STORE_BYTES
+        # two workspaces: the current kernel's panels and, when K0 is not stored, K0's
+        self.work = [kern.panel_workspace(n, W.dtype) for _ in range(2)]
+        self.work64 = [np.empty(w.shape[1]) for w in self.work]  # float32 panels, widened
         self.K0: list[list[np.ndarray] | None] = [None] * B
         self.feat0: list[tuple[np.ndarray, np.ndarray]] = []
         self.sign0: list[np.ndarray] = []
@@ -265,7 +268,7 @@ class _Metrics:
             self.feat0.append((A, G))
             panels = []
             total = 0.0
-            for i0, K in self._panels(A, G):
+            for i0, K in self._panels(A, G, None if self.store_K0 else 0):
                 total += kern.panel_inner(K, K, i0, i0 + K.shape[0])
                 if self.store_K0:
                     panels.append(K)
@@ -275,17 +278,25 @@ class _Metrics:
         if self.store_K0:
             self.feat0 = []
 
-    def _panels(self, A: np.ndarray, G: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
-        """The NTK's upper panels, computed in the training dtype and returned in float64."""
-        for i0, K in kern.ntk_panels(A, G, self.C):
-            yield i0, K if K.dtype == np.float64 else K.astype(np.float64)
+    def _panels(self, A: np.ndarray, G: np.ndarray, slot: int | None
+                ) -> Iterator[tuple[int, np.ndarray]]:
+        """The NTK's upper panels, computed in the training dtype and returned in float64:
+        in workspace ``slot`` (each panel valid until the next), or as new arrays (None)."""
+        work = None if slot is None else self.work[slot]
+        for i0, K in kern.ntk_panels(A, G, self.C, work):
+            if K.dtype != np.float64:
+                K64 = (np.empty(K.shape) if slot is None
+                       else self.work64[slot][:K.size].reshape(K.shape))
+                np.copyto(K64, K)
+                K = K64
+            yield i0, K
 
     def _K0_panels(self, i: int) -> list[np.ndarray] | Any:
         panels = self.K0[i]
         if panels is not None:
             return panels
         A, G = self.feat0[i]
-        return (K for _, K in self._panels(A, G))
+        return (K for _, K in self._panels(A, G, 1))
 
     def record(self, j: int, active: np.ndarray, W: np.ndarray, a: np.ndarray) -> None:
         for row, i in enumerate(active):
@@ -303,7 +314,7 @@ class _Metrics:
                 np.count_nonzero(np.sign(Z).astype(np.int8) != self.sign0[i])) / Z.size
             inner = 0.0
             normt = 0.0
-            for (i0, K), K0 in zip(self._panels(A, G), self._K0_panels(i), strict=True):
+            for (i0, K), K0 in zip(self._panels(A, G, 0), self._K0_panels(i), strict=True):
                 i1 = i0 + K.shape[0]
                 inner += kern.panel_inner(K0, K, i0, i1)
                 normt += kern.panel_inner(K, K, i0, i1)
