@@ -111,8 +111,7 @@ def test_symmetrised_init_gives_zero_output_and_requested_scales() -> None:
 @pytest.mark.parametrize("leak", [0.0, 0.2])
 def test_gradients_match_finite_differences(leak: float) -> None:
     X, y, W, a = random_case(1)
-    _, P3 = kern.group_gradients(np.ascontiguousarray(X.T), y, W[None].copy(),
-                                 a[None].copy(), np.array([leak]))
+    _, P3 = kern.group_gradients(X, y, W[None].copy(), a[None].copy(), np.array([leak]))
     n = X.shape[0]
     gW = 2.0 / n * a[:, None] * P3[0]
     ga = 2.0 / n * (W * P3[0]).sum(axis=1)

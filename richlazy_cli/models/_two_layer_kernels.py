@@ -15,7 +15,7 @@ Conventions (SPEC §A3, "Fig. 1 / Appendix D.1 protocol"):
       ∂L/∂w_k = (2/n) a_k ξ_k,        ∂L/∂a_k = (2/n) Σ_i σ(w_kᵀx_i) r_i = (2/n) w_kᵀ ξ_k
 
   (the second form uses ``σ(z) = σ'(z) z``), so one step costs two matrix products
-  (forward ``W Xᵀ``, backward ``Xᵀ (D∘r)``) plus O(n h) elementwise work.
+  (forward ``W Xᵀ``, backward ``(D∘r)ᵀ X``) plus O(n h) elementwise work.
 
 Batching: configurations of one seed share ``X``. Each group of configurations issues its two
 matrix products *stacked* (all the group's neurons in one product, which runs near the
@@ -25,10 +25,11 @@ and for some shapes a configuration's block of a stacked product differs in its 
 from the product of that configuration alone. :func:`stacking_is_exact` checks this once per
 shape (n, d, h, group size, dtype) on random data, before training; where it fails the group
 issues one product per configuration, always with the same shapes and contiguous operands.
-The O(n h) elementwise work between the products is fused into compiled passes, each
-configuration's numbers computed in the same order whatever the group, and a group runs many
-steps per call (:class:`ConfigGroup`). The model's tests check alone-versus-batch bitwise
-identity for both dtypes and two sizes.
+A step sweeps the samples in blocks (products small enough for OpenBLAS's unpacked
+small-matrix kernels, pre-activations that stay in cache), with the O(n h) elementwise work
+fused between the products, each configuration's numbers computed in the same order whatever
+the group; a group runs many steps per call (:class:`ConfigGroup`, :mod:`._two_layer_jit`).
+The model's tests check alone-versus-batch bitwise identity for both dtypes and two sizes.
 """
 
 from __future__ import annotations
@@ -164,37 +165,47 @@ def stacking_is_exact(n: int, d: int, h: int, g: int, dtype: np.dtype) -> bool:
 
 def _stacking_is_exact(n: int, d: int, h: int, g: int, dtype: np.dtype) -> bool:
     gen = np.random.default_rng(20240229)
-    XT = gen.standard_normal((d, n)).astype(dtype)
+    X = gen.standard_normal((n, d)).astype(dtype)
+    XT = np.ascontiguousarray(X.T)
     W = gen.standard_normal((g, h, d)).astype(dtype)
-    D = gen.standard_normal((g, h, n)).astype(dtype)
-    scratch = np.empty((d, h), dtype)
+    D = gen.standard_normal((g * h, n)).astype(dtype)
     out = []
     for stacked in (True, False):
-        Z = np.empty((g, h, n), dtype)
-        P = np.empty((d, g * h), dtype)
-        jit().forward_product(W, XT, Z, stacked)
-        jit().backward_product(XT, D, P, scratch, stacked)
-        out.append((Z, P))
+        ws = GroupWorkspace(n, h, d, g, dtype, stacked=stacked)
+        Z = np.empty((g * h, n), dtype)
+        nb = ws.Zb.shape[1]
+        for j0 in range(0, n, nb):  # the blocks of a training step, with D drawn at random
+            m = min(nb, n - j0)
+            jit().forward_block(XT, W, j0, m, ws.Zb, stacked, ws.ints, ws.scal)
+            Z[:, j0:j0 + m] = ws.Zb[:, :m]
+            ws.Zb[:, :m] = D[:, j0:j0 + m]
+            jit().backward_block(X, ws.Zb, j0, m, ws.P, h, j0 == 0, stacked, ws.ints, ws.scal)
+        out.append((Z, ws.P))
     return all(np.array_equal(x, y) for x, y in zip(*out, strict=True))
 
 
 class GroupWorkspace:
     """Preallocated buffers for one group of ``g`` configurations (no temporaries per step).
 
-    The n × h activations are stored transposed, neuron-major (``g × h × n``): the passes then
-    run along the contiguous axis, and the group's blocks stack into one ``g h × n`` matrix.
-    ``stacked`` says whether the group issues its products stacked
-    (:func:`stacking_is_exact`).
+    One block of pre-activations ``Zb`` (g h × nb, neuron-major: the pass runs along the
+    contiguous axis, and the group's rows stack into one matrix), the block's residuals, the
+    backward product ``P`` (g h × d) and BLAS's by-reference arguments. ``stacked`` says
+    whether the group issues its products stacked (:func:`stacking_is_exact`), unless given.
     """
 
-    def __init__(self, n: int, h: int, d: int, g: int, dtype: np.dtype) -> None:
-        self.Z = np.empty((g, h, n), dtype)  # pre-activations Zᵀ, then (σ'(Z) ∘ r)ᵀ
-        self.r = np.empty((g, n), dtype)
-        self.P = np.empty((d, g * h), dtype)  # columns ξ_k
-        self.scratch = np.empty((d, h), dtype)
+    def __init__(self, n: int, h: int, d: int, g: int, dtype: np.dtype,
+                 stacked: bool | None = None) -> None:
+        nb = min(n, jit().SAMPLE_BLOCK)
+        self.Zb = np.empty((g * h, nb), dtype)  # pre-activations, then σ'(Z) ∘ r
+        self.r = np.empty(nb, dtype)
+        self.P = np.empty((g * h, d), dtype)  # rows ξ_k
         self.loss = np.empty(g)
         self.bad = np.zeros(g, dtype=np.bool_)
-        self.stacked = g > 1 and stacking_is_exact(n, d, h, g, np.dtype(dtype))
+        self.ints = np.zeros(6, dtype=np.int32)
+        self.scal = np.zeros(2, dtype=dtype)
+        if stacked is None:
+            stacked = g > 1 and stacking_is_exact(n, d, h, g, np.dtype(dtype))
+        self.stacked = stacked
 
 
 class ConfigGroup:
@@ -228,15 +239,15 @@ class ConfigGroup:
             self.spaces[g] = GroupWorkspace(self.n, h, d, g, self.W.dtype)
         return self.spaces[g]
 
-    def advance(self, XT: np.ndarray, y: np.ndarray, t_begin: int, t_end: int, steps: int,
-                factor: float) -> tuple[int, np.ndarray]:
+    def advance(self, X: np.ndarray, XT: np.ndarray, y: np.ndarray, t_begin: int, t_end: int,
+                steps: int, factor: float) -> tuple[int, np.ndarray]:
         """Run steps ``t_begin … t_end − 1`` (:func:`._two_layer_jit.run_steps`) until done or
         a configuration diverges, which is then removed from the group, frozen at the ``θ_t``
         of its step. Returns the next step and the batch positions removed."""
         ws = self._workspace()
-        t = jit().run_steps(XT, y, self.W, self.a, self.leak, self.coef, self.loss0,
-                            ws.stacked, t_begin, t_end, steps, factor, ws.Z, ws.r, ws.P,
-                            ws.scratch, ws.loss, ws.bad)
+        t = jit().run_steps(X, XT, y, self.W, self.a, self.leak, self.coef, self.loss0,
+                            ws.stacked, t_begin, t_end, steps, factor, ws.Zb, ws.r, ws.P,
+                            ws.loss, ws.bad, ws.ints, ws.scal)
         bad = ws.bad.copy()
         if not bad.any():
             return t, self.idx[:0]
@@ -247,19 +258,19 @@ class ConfigGroup:
         return t, removed
 
 
-def group_gradients(XT: np.ndarray, y: np.ndarray, W: np.ndarray, a: np.ndarray,
+def group_gradients(X: np.ndarray, y: np.ndarray, W: np.ndarray, a: np.ndarray,
                     leak: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Residuals ``r`` (g, n) and ``ξ`` (g, h, d), rows ``ξ_k = Xᵀ D_k r``, of ``g``
-    configurations, through the compiled passes and products that training uses (for tests).
+    """Losses (g,) and ``ξ`` (g, h, d), rows ``ξ_k = Xᵀ D_k r``, of ``g`` configurations,
+    through the compiled pass and products that training uses (for tests).
 
     The gradients are ``∇_W L = (2/n) a ∘ ξ`` and ``∇_a L = (2/n) W·ξ`` (module docstring).
     """
     g, h, d = W.shape
-    ws = GroupWorkspace(XT.shape[1], h, d, g, W.dtype)
-    jit().forward_product(W, XT, ws.Z, ws.stacked)
-    jit().residual_pass(ws.Z, a, leak, y, ws.r, ws.loss, True)
-    jit().backward_product(XT, ws.Z, ws.P, ws.scratch, ws.stacked)
-    return ws.r.copy(), ws.P.T.reshape(g, h, d).copy()
+    X = np.ascontiguousarray(X)
+    ws = GroupWorkspace(X.shape[0], h, d, g, W.dtype)
+    jit().gradient_pass(X, np.ascontiguousarray(X.T), y, W, a, leak, ws.stacked, True, ws.Zb,
+                        ws.r, ws.P, ws.loss, ws.ints, ws.scal)
+    return ws.loss.copy(), ws.P.reshape(g, h, d).copy()
 
 
 # ----------------------------------------------------------------------------------------------

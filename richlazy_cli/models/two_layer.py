@@ -56,23 +56,17 @@ DIVERGENCE_FACTOR = 1e6
 _K0_STORE_BYTES = 512 * 2**20
 """Above this many bytes of stored initial-kernel panels per batch, recompute K0 instead."""
 
-_GROUP_BYTES = 1700 * 2**10
-"""Target size of one group's n × (g·h) pre-activation block: 4 configurations in float64,
-8 in float32 at the paper's size. Measured per configuration-step with the compiled loop:
-float64 424 µs in groups of 4 and 420–423 µs in groups of 8, 12 or 16 (no gain for the memory);
-float32 220 µs in groups of 8, 217–219 µs in larger ones."""
+_GROUP_SIZE = 4
+"""Configurations per group, whose products are stacked where that is bitwise exact. Measured
+per configuration-step at the paper's size (medians, one core): float64 419–424, 393–400,
+400–404, 397–401 and 388–403 µs in groups of 1 to 5, and 405–418 µs in groups of 6 or 8 (whose
+stacked products are not bitwise exact at this size, so that they issue one product per
+configuration); float32 223, 213, 211, 206, 206, 217 and 218 µs."""
 
 
-def group_positions(B: int, bytes_per_config: int) -> list[np.ndarray]:
-    """Batch positions of the groups that train together: consecutive runs of as many
-    configurations as keep one group's pre-activations within ``_GROUP_BYTES``, and the rest.
-
-    (Equal sizes are not better: at the paper's size one float64 step costs about 424, 437,
-    440 and 483 µs per configuration in groups of 4, 3, 2 and 1, and 483–487 µs in groups of
-    5, 6, 7, 9 or 10, whose stacked products are not bitwise exact, so that they issue one
-    product per configuration; 17 runs fastest as 4, 4, 4, 4, 1.)
-    """
-    g_max = max(1, _GROUP_BYTES // max(bytes_per_config, 1))
+def group_positions(B: int, g_max: int = _GROUP_SIZE) -> list[np.ndarray]:
+    """Batch positions of the groups that train together: consecutive runs of ``g_max``
+    configurations, and the rest (17 = 4 + 4 + 4 + 4 + 1)."""
     return [np.arange(s, min(s + g_max, B)) for s in range(0, B, g_max)]
 
 
@@ -176,7 +170,8 @@ class TwoLayer(Model):
         W_init, a_init = kern.initial_params(prob, tau, delta)
         W = W_init.astype(dtype)
         a = a_init.astype(dtype)
-        XT = np.ascontiguousarray(prob.X.T.astype(dtype))
+        X = np.ascontiguousarray(prob.X.astype(dtype))
+        XT = np.ascontiguousarray(X.T)
         y = prob.y.astype(dtype)
         coef = lr_eff * 2.0 / n
 
@@ -184,7 +179,7 @@ class TwoLayer(Model):
         status = np.zeros(B, dtype=np.int8)
         spaces: dict[int, kern.GroupWorkspace] = {}
         groups = [kern.ConfigGroup(idx, W[idx], a[idx], leak[idx], coef[idx], n, spaces)
-                  for idx in group_positions(B, n * h * dtype.itemsize)]
+                  for idx in group_positions(B)]
         report_every = max(1, steps // 200)
 
         def advance(t_begin: int, t_end: int) -> None:
@@ -195,7 +190,7 @@ class TwoLayer(Model):
                 for grp in groups:
                     t = c0
                     while t < c1 and grp.size:
-                        t, removed = grp.advance(XT, y, t, c1, steps, DIVERGENCE_FACTOR)
+                        t, removed = grp.advance(X, XT, y, t, c1, steps, DIVERGENCE_FACTOR)
                         status[removed] = STATUS_DIVERGED
                 groups[:] = [grp for grp in groups if grp.size]
                 if progress is not None:
