@@ -252,7 +252,8 @@ class _Metrics:
         self.store_K0 = B * n * (n + kern._panel_rows(n)) * 4 <= _K0_STORE_BYTES
         # two workspaces: the current kernel's panels and, when K0 is not stored, K0's
         self.work = [kern.panel_workspace(n, W.dtype) for _ in range(2)]
-        self.work64 = [np.empty(w.shape[1]) for w in self.work]  # float32 panels, widened
+        self.work64 = ([np.empty(w.shape[1]) for w in self.work]  # float32 panels, widened
+                       if W.dtype != np.float64 else [])
         self.K0: list[list[np.ndarray] | None] = [None] * B
         self.feat0: list[tuple[np.ndarray, np.ndarray]] = []
         self.sign0: list[np.ndarray] = []
