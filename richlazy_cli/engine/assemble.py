@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..models.base import STATUS_MISSING, Model
+from ..errors import Status
+from ..models.base import Model
 from ..models.params import BadInput, jsonable
 from .chunk import ChunkResult, _fill_value
 from .grid import Grid
@@ -39,7 +40,7 @@ class Assembler:
         self.model = model
         self.grid = grid
         self.size = max(grid.size, 1)
-        self.status = np.full(self.size, STATUS_MISSING, dtype=np.int8)
+        self.status = np.full(self.size, Status.MISSING, dtype=np.int8)
         self.elapsed = np.full(self.size, np.nan)
         self.errors: dict[int, str] = {}
         self.arrays: dict[str, np.ndarray] = {}  # filled where `has_data`, else at the end

@@ -19,7 +19,8 @@ import numpy as np
 import xarray as xr
 from threadpoolctl import ThreadpoolController
 
-from ..models.base import STATUS_DIVERGED, STATUS_ERROR, STATUS_OK, Batch, Model, get_model
+from ..errors import Status
+from ..models.base import Batch, Model, get_model
 from .validate import PointChecker
 
 
@@ -151,7 +152,7 @@ def compute_chunk(
         except Exception as exc:
             if size == 1 or not retry_singly:
                 data = None
-                status[:] = STATUS_ERROR
+                status[:] = Status.ERROR
                 for i in range(size):
                     errors[int(indices[i])] = _message(exc)
             else:
@@ -160,7 +161,7 @@ def compute_chunk(
                     try:
                         singles.append((i, model.run(action, configs([i]))))
                     except Exception as exc_i:
-                        status[i] = STATUS_ERROR
+                        status[i] = Status.ERROR
                         errors[int(indices[i])] = _message(exc_i)
                 data = stack_points(singles, size) if singles else None
     elapsed = np.full(size, (time.perf_counter() - start) / size)
@@ -168,14 +169,14 @@ def compute_chunk(
     if data is not None:
         if "status" in data:
             model_status = np.asarray(data["status"].values, dtype=np.int8)
-            diverged = (model_status == STATUS_DIVERGED) & (status == STATUS_OK)
+            diverged = (model_status == Status.DIVERGED) & (status == Status.OK)
             for i in np.flatnonzero(diverged):
-                status[i] = STATUS_DIVERGED
+                status[i] = Status.DIVERGED
                 errors[int(indices[i])] = "diverged (reported by the model)"
             data = data.drop_vars("status")
         for i, name in _non_finite(data).items():
-            if status[i] == STATUS_OK:
-                status[i] = STATUS_DIVERGED
+            if status[i] == Status.OK:
+                status[i] = Status.DIVERGED
                 errors[int(indices[i])] = f"diverged: non-finite values in {name}"
     return ChunkResult(np.asarray(indices, dtype=np.int64), data, status, elapsed, errors)
 

@@ -30,16 +30,11 @@ from typing import Any, ClassVar
 import numpy as np
 import xarray as xr
 
-from .params import BadInput, Param, suggest
+from ..errors import BadInput
+from .params import Param, suggest
 
 Progress = Callable[[float], None]
 """Callback a long kernel calls with the fraction of its work done (0..1)."""
-
-STATUS_OK = 0
-STATUS_DIVERGED = 1
-STATUS_ERROR = 2
-STATUS_MISSING = -1  # not computed (yet): shard files and interrupted runs
-
 
 @dataclass
 class Batch:

@@ -64,7 +64,8 @@ from scipy.integrate import solve_ivp
 from scipy.linalg import cho_factor, cho_solve
 from threadpoolctl import threadpool_limits
 
-from .base import STATUS_DIVERGED, STATUS_OK, Batch, Model, Progress, register, rng, var
+from ..errors import Status
+from .base import Batch, Model, Progress, register, rng, var
 from .params import BadInput, Param
 
 __all__ = [
@@ -477,7 +478,7 @@ class DiagonalModel(Model):
             nfev[i] = out["nfev"]
             if progress is not None:
                 progress((i + 1) / b)
-        status = np.where(np.all(np.isfinite(w), axis=1), STATUS_OK, STATUS_DIVERGED)
+        status = np.where(np.all(np.isfinite(w), axis=1), Status.OK, Status.DIVERGED)
         data = self._common(X, y, beta, sqrt_k, w)
         data.update({
             "train_loss": var(("point", "time"), loss, "train MSE (1/N)|Xw - y|^2"),
@@ -559,7 +560,7 @@ class DiagonalModel(Model):
                                "steps x lr when the train MSE reached tol", "time"),
             "converged": var(("point",), converged.astype(np.int8),
                              "1 if the train MSE reached tol within max_steps"),
-            "status": var(("point",), np.where(diverged, STATUS_DIVERGED, STATUS_OK)
+            "status": var(("point",), np.where(diverged, Status.DIVERGED, Status.OK)
                           .astype(np.int8), "0 ok, 1 diverged"),
         })
         coords = {

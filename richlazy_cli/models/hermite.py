@@ -75,7 +75,8 @@ from scipy.integrate import DOP853, RK45, quad
 from scipy.interpolate import CubicSpline
 from scipy.optimize import brentq
 
-from .base import STATUS_DIVERGED, STATUS_OK, Batch, Model, Progress, register, rng, var
+from ..errors import Status
+from .base import Batch, Model, Progress, register, rng, var
 from .params import BadInput, Param
 
 RECOVERY = 0.9
@@ -350,7 +351,7 @@ def _integrate_flow(V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: np.ndar
         while solver.status == "running" and i < len(times):
             solver.step()
             if solver.status == "failed" or not np.all(np.isfinite(solver.y)):
-                return STATUS_DIVERGED, solver.nfev
+                return Status.DIVERGED, solver.nfev
             n_steps += 1
             dense = None
             while i < len(times) and times[i] <= solver.t:
@@ -365,7 +366,7 @@ def _integrate_flow(V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: np.ndar
                                   solver.t_old, solver.t, xtol=1e-12 * max(1.0, solver.t))
             if n_steps % 200 == 0:
                 progress(solver.t)
-    return STATUS_OK, solver.nfev
+    return Status.OK, solver.nfev
 
 
 def minibatch_grad(V: np.ndarray, x: np.ndarray, fstar: np.ndarray, c: np.ndarray) -> np.ndarray:

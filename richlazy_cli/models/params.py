@@ -16,11 +16,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..errors import BadInput
+
 Kind = Literal["int", "float", "bool", "str", "vector", "matrix", "int_list", "path"]
-
-
-class BadInput(ValueError):
-    """Invalid user input. The message is one line meant for people."""
 
 
 def _fmt_bound(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:

@@ -46,8 +46,9 @@ import numpy as np
 import xarray as xr
 from threadpoolctl import threadpool_limits
 
+from ..errors import Status
 from . import _two_layer_kernels as kern
-from .base import STATUS_DIVERGED, Batch, Model, Progress, register, var
+from .base import Batch, Model, Progress, register, var
 from .params import BadInput, Param
 
 DIVERGENCE_FACTOR = 1e6
@@ -191,7 +192,7 @@ class TwoLayer(Model):
                     t = c0
                     while t < c1 and grp.size:
                         t, removed = grp.advance(X, XT, y, t, c1, steps, DIVERGENCE_FACTOR)
-                        status[removed] = STATUS_DIVERGED
+                        status[removed] = Status.DIVERGED
                 groups[:] = [grp for grp in groups if grp.size]
                 if progress is not None:
                     progress(c1 / max(steps, 1))

@@ -1,0 +1,48 @@
+"""richlazy's vocabulary of outcomes: bad input, point statuses and process exit codes.
+
+Each is defined here once and used everywhere else (models, engine, store, report, CLI).
+
+* :class:`BadInput` is a mistake of the user's (a parameter out of range, a malformed job
+  file, an unreadable result): the CLI prints its one-line message and exits with
+  :attr:`ExitCode.BAD_INPUT`. Anything else that escapes is a bug and exits with
+  :attr:`ExitCode.INTERNAL` (the traceback is shown with ``RICHLAZY_DEBUG=1``).
+* :class:`Status` is the int8 ``status`` variable of a result file, one value per grid point.
+* :class:`ExitCode` is what the ``richlazy`` process returns.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class BadInput(ValueError):
+    """Invalid user input. The message is one line meant for people."""
+
+
+class Status(enum.IntEnum):
+    """Outcome of one grid point, stored as int8 in a result's ``status`` variable."""
+
+    MISSING = -1
+    """Not computed (yet): another shard's point, or an interrupted run's."""
+    OK = 0
+    DIVERGED = 1
+    """The point ran, but its values became non-finite (or the model declared divergence)."""
+    ERROR = 2
+    """The model raised for this point; the message is in the ``errors`` attribute."""
+
+    @classmethod
+    def failed(cls, status: object) -> object:
+        """Boolean mask (or bool) of the statuses that count as failures."""
+        return (status == cls.DIVERGED) | (status == cls.ERROR)  # type: ignore[operator]
+
+
+class ExitCode(enum.IntEnum):
+    """The ``richlazy`` process's exit status."""
+
+    OK = 0
+    FAILED_POINTS = 1
+    """The run finished, but some points failed (or ``store verify`` found a problem)."""
+    BAD_INPUT = 2
+    INTERNAL = 3
+    """An unexpected error: a bug in richlazy or a model."""
+    INTERRUPTED = 130
