@@ -395,6 +395,23 @@ class DiagonalModel(Model):
         Param("max_steps", "int", 1_000_000, "train: most GD steps", low=1),
         Param("n_record", "int", 120, "train: log-spaced recorded steps", low=2),
     )
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
+        "solve": (
+            {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "t_max": 1e3, "n_time": 10},
+            {"d": 10, "N": 4, "r": 2, "alpha": 0.03, "s": 0.5, "tol": 1e-6, "t_max": 1e3,
+             "n_time": 10},
+            {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "t_max": 1e3, "n_time": 10,
+             "seed": 1},
+        ),
+        "train": (
+            {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "lr": 0.05, "max_steps": 2000,
+             "n_record": 10},
+            {"d": 10, "N": 4, "r": 2, "alpha": 0.03, "s": 0.5, "tol": 1e-6, "lr": 0.02,
+             "max_steps": 2000, "n_record": 10},
+            {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "lr": 0.05, "max_steps": 2000,
+             "n_record": 10, "seed": 1},
+        ),
+    }
 
     @classmethod
     def check(cls, action: str, values: dict[str, Any]) -> None:
@@ -555,7 +572,8 @@ class DiagonalModel(Model):
         data = self._common(X, y, beta, sqrt_k_symmetric(alpha, s), w_ok)
         data.update({
             "train_loss": var(("point", "step"), loss, "train MSE (1/N)|Xw - y|^2"),
-            "steps": var(("point",), steps, "GD steps taken (to tol, divergence or max_steps)"),
+            "steps": var(("point",), steps, "GD steps taken (to tol, divergence or max_steps)",
+                         "steps"),
             "time_to_tol": var(("point",), np.where(converged, steps * lr[:, 0], np.nan),
                                "steps x lr when the train MSE reached tol", "time"),
             "converged": var(("point",), converged.astype(np.int8),

@@ -430,6 +430,21 @@ class Hermite(Model):
         Param("seed", "int", 0, "random seed (initial directions; SGD samples)", low=0),
         Param("save_params", "bool", False, "also store the weights v over (time, neuron, dim)"),
     )
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
+        "solve": (
+            {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "checkpoints": 15, "sigma0": 0.05},
+            {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "checkpoints": 15, "sigma0": 0.01,
+             "beta": 1.2},
+            {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "checkpoints": 15, "seed": 1},
+        ),
+        "train": (
+            {"d": 10, "P": 3, "m": 4, "steps": 300, "checkpoints": 10, "batch": 3},
+            {"d": 10, "P": 3, "m": 4, "steps": 300, "checkpoints": 10, "batch": 3,
+             "sigma0": 0.05, "lr": 0.002},
+            {"d": 10, "P": 3, "m": 4, "steps": 300, "checkpoints": 10, "batch": 3, "seed": 1,
+             "save_params": True},
+        ),
+    }
 
     @classmethod
     def check(cls, action: str, values: dict[str, Any]) -> None:

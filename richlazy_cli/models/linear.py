@@ -474,6 +474,19 @@ class Linear(Model):
         Param("checkpoints", "int", 101, "train: number of recorded steps (incl. 0 and last)",
               low=2),
     )
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
+        "solve": (
+            {"d": 3, "h": 3, "n": 4, "t_max": 1.0, "n_times": 5, "delta": -0.5},
+            {"d": 3, "h": 3, "n": 4, "t_max": 1.0, "n_times": 5, "delta": 0.0, "eta_a": 0.5},
+            {"d": 3, "h": 2, "n": 4, "t_max": 1.0, "n_times": 5, "depth": 2, "seed": 1},
+        ),
+        "train": (
+            {"d": 3, "h": 3, "n": 4, "steps": 50, "checkpoints": 5, "delta": -0.5},
+            {"d": 3, "h": 3, "n": 4, "steps": 50, "checkpoints": 5, "delta": 0.0, "noise": 0.1},
+            {"d": 3, "h": 3, "c": 2, "n": 4, "steps": 50, "checkpoints": 5, "init": "gaussian",
+             "seed": 1},
+        ),
+    }
 
     # -- validation -------------------------------------------------------------------------
     @classmethod

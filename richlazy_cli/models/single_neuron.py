@@ -572,6 +572,14 @@ class SingleNeuron(Model):
               "optional initial first-layer weights (d values); given together with a0",
               optional=True, batchable=True),
     )
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
+        "solve": (
+            {"delta": 1.0, "t_max": 2.0, "n_times": 11},
+            {"delta": -0.5, "beta0": [0.5, 0.5], "eta_a": 2.0, "t_max": 2.0, "n_times": 11},
+            {"X": [[1.0, 0.0]], "y": [1.0], "a0": 0.3, "w0": [0.3, 0.4], "method": "numeric",
+             "t_max": 2.0, "n_times": 11},
+        ),
+    }
 
     # -- validation ------------------------------------------------------------------------
     @classmethod

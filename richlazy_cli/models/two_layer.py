@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import xarray as xr
@@ -117,6 +117,16 @@ class TwoLayer(Model):
               choices=("float64", "float32")),
         Param("save_params", "bool", False, "also return W and a at every checkpoint"),
     )
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
+        "train": (
+            {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
+             "tau": 0.5, "delta": 0.5},
+            {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
+             "tau": 1.2, "delta": -0.4, "leak": 0.1},
+            {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
+             "tau": 0.5, "delta": 0.5, "seed": 1, "save_params": True},
+        ),
+    }
 
     @classmethod
     def check(cls, action: str, values: dict[str, Any]) -> None:
@@ -339,7 +349,7 @@ class _Metrics:
             "param_distance": var(P, o["param_distance"],
                                   "parameter distance ||theta_t - theta_0||_2"),
             "time": var(P, lr_eff[:, None] * ck[None, :].astype(np.float64) * 2.0 / n,
-                        "gradient-flow time of the sum loss, lr_eff * step * 2/n"),
+                        "gradient-flow time of the sum loss, lr_eff * step * 2/n", "time"),
             "alpha": var(("point",), alpha, "layer ratio alpha(tau, delta) of the initialisation"),
             "status": var(("point",), status, "0 ok, 1 diverged (frozen)"),
         }
