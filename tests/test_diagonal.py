@@ -1,7 +1,7 @@
-"""Tests of the ``diagonal`` model (SPEC §B1, §B2; issue 6 "Must show", diagonal part).
+"""Tests of the ``diagonal`` model (docs/diagonal.md; Azulay et al. 2021).
 
-Every closed form is checked against an independent computation: SPEC's published numbers
-(sanity checks 6, 7, 8), quadrature, finite differences, the raw-parameter gradient flow
+Every closed form is checked against an independent computation: reference values computed
+independently, quadrature, finite differences, the raw-parameter gradient flow
 integrated with ``solve_ivp``, a linear programme (minimum-ℓ1 interpolator) and the
 pseudo-inverse (minimum-ℓ2 interpolator).
 """
@@ -66,10 +66,10 @@ def raw_flow_rhs(X: np.ndarray, y: np.ndarray):
     return rhs
 
 
-# -- SPEC sanity checks 6, 7, 8 ----------------------------------------------------------------
+# -- reference values, computed independently ----------------------------------------------------
 
 
-def test_sanity_check_6_general_initialisation() -> None:
+def test_theorem1_constants_of_a_general_initialisation() -> None:
     k, theta = theorem1_constants(0.3, 0.5, 0.2, 0.1)
     assert k == pytest.approx(0.0845, abs=5e-12)
     assert np.sqrt(k) == pytest.approx(0.290689, abs=5e-7)
@@ -78,7 +78,7 @@ def test_sanity_check_6_general_initialisation() -> None:
     assert np.sqrt(k) / 2 * np.sinh(theta) == pytest.approx(0.3 * 0.5 - 0.2 * 0.1, abs=1e-14)
 
 
-def test_sanity_check_7_symmetric_initialisation() -> None:
+def test_sqrt_k_of_the_symmetric_initialisation() -> None:
     assert sqrt_k_symmetric(1e-3, 0.9) == pytest.approx(0.0381053, abs=5e-8)
     u0, v0 = init_scale_shape(1e-3, 0.9)
     assert abs(u0**2 - v0**2) == pytest.approx(0.0189474, abs=5e-8)
@@ -97,7 +97,7 @@ def test_scale_shape_identities(alpha: float, s: float) -> None:
     assert theta == pytest.approx(0.0, abs=1e-12)
 
 
-def test_sanity_check_8_q_delta() -> None:
+def test_q_delta_reference_values() -> None:
     assert q_delta(1.0, 2.0) == pytest.approx(-0.9101797, abs=5e-8)
     assert q_delta_prime(1.0, 2.0) == pytest.approx(0.9653914, abs=5e-8)
     assert q_delta(2.0, 0.0) == pytest.approx(2 ** 1.5, abs=5e-8)
@@ -117,7 +117,7 @@ def test_sanity_check_8_q_delta() -> None:
 
 @pytest.mark.parametrize("k", [1e-16, 1e-8, 1e-3, 0.3, 5.0, 1e4])
 def test_q_k_closed_form_matches_quadrature(k: float) -> None:
-    """q_k(x) = ½∫₀ˣ arcsinh(2z/√k) dz (SPEC §B1) by adaptive quadrature."""
+    """q_k(x) = ½∫₀ˣ arcsinh(2z/√k) dz (docs/diagonal.md, eq. (8)) by adaptive quadrature."""
     for x in (-2.0, -0.3, 1e-6, 0.05, 0.7, 3.0):
         # split at multiples of √k, where the integrand bends (a near-kink for tiny k)
         cuts = [c for c in np.sqrt(k) * np.array([1.0, 10.0, 1e3, 1e5]) if c < abs(x)]
@@ -128,7 +128,7 @@ def test_q_k_closed_form_matches_quadrature(k: float) -> None:
 
 
 def test_q_k_limits() -> None:
-    """k → ∞: q ≈ x²/(2√k) (ℓ2); k → 0: q ≈ (|x|/2)(ln(4|x|/√k) − 1) (ℓ1), SPEC §B1 Limits."""
+    """k → ∞: q ≈ x²/(2√k) (ℓ2); k → 0: q ≈ (|x|/2)(ln(4|x|/√k) − 1) (ℓ1): eq. (9)."""
     x = np.array([-1.3, 0.4, 2.0])
     k = 1e16
     assert np.allclose(q_k(x, k), x**2 / (2 * np.sqrt(k)), rtol=1e-12)
@@ -213,7 +213,7 @@ def test_implicit_interpolator_is_the_constrained_minimiser() -> None:
 
 @pytest.mark.parametrize("s", [0.0, 0.5, 0.9])
 def test_flow_end_point_matches_theorem1(s: float) -> None:
-    """Issue 6: the flow's end point equals w_implicit to 1e-4 (relative), small alpha.
+    """Theorem 1 (eq. (7)): the flow's end point equals w_implicit to 1e-4 (relative), small alpha.
 
     The end point is where the train MSE first drops below ``tol``; at the default tol = 1e-8
     (N = 20) it sits ~2e-4 from the limit, so the flow is run to tol = 1e-12 here.
