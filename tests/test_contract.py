@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any, ClassVar
@@ -162,16 +163,22 @@ def test_batch_equals_single_configurations_bit_for_bit(name: str, action: str) 
 @pytest.mark.parametrize("name, action", CASES, ids=IDS)
 def test_random_numbers_depend_on_the_seed_only(name: str, action: str) -> None:
     """The same configuration gives identical results whatever the global random state (which
-    it leaves alone); with a ``seed`` parameter, another seed gives other results."""
+    it leaves alone: NumPy's, Python's and, once loaded, PyTorch's); with a ``seed`` parameter,
+    another seed gives other results."""
     cls = MODELS[name]
     point = resolved(cls, action)[0]
     np.random.seed(1)  # noqa: NPY002  (the legacy global state, deliberately)
     random.seed(1)
     state, py_state = np.random.get_state(), random.getstate()  # noqa: NPY002
+    torch = sys.modules.get("torch")
+    torch_state = torch.random.get_rng_state() if torch is not None else None
     first = compute(cls, action, [point])
     after = np.random.get_state()  # noqa: NPY002
     assert all(values_equal(a, b) for a, b in zip(state, after, strict=True))
     assert random.getstate() == py_state
+    torch = sys.modules.get("torch")
+    if torch is not None and torch_state is not None:
+        assert torch.equal(torch.random.get_rng_state(), torch_state)
     np.random.seed(2)  # noqa: NPY002
     random.seed(2)
     again = compute(cls, action, [point])
