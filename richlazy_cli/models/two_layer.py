@@ -49,6 +49,8 @@ import xarray as xr
 from threadpoolctl import threadpool_limits
 
 from ..errors import Status
+from . import _two_layer_data as tl_data
+from . import _two_layer_geometry as geo
 from . import _two_layer_kernels as kern
 from .base import Batch, Model, Progress, register, var
 from .params import BadInput, Param
@@ -121,6 +123,14 @@ class TwoLayer(Model):
         Param("dtype", "str", "float64", "floating-point type of training (metrics in float64)",
               choices=("float64", "float32")),
         Param("save_params", "bool", False, "also return W and a at every checkpoint"),
+        Param("data", "str", "teacher", "training data: the ReLU teacher, the 2-D xor task or "
+              "the .npz of data_file", choices=("teacher", "xor", "npz")),
+        Param("xor_labels", "str", "smooth", "xor labels: 2 x1 x2 (smooth) or sign(x1 x2)",
+              choices=("smooth", "sign")),
+        Param("data_file", "path", None, ".npz with X (n x d), y (n) and optionally X_test, "
+              "y_test (data = npz)", optional=True),
+        Param("save_surface", "bool", False, "d = 2: also return f and the parity of the "
+              "activation pattern on 720 angles of the circle at every checkpoint"),
     )
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (
@@ -130,6 +140,8 @@ class TwoLayer(Model):
              "tau": 1.2, "delta": -0.4, "leak": 0.1},
             {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
              "tau": 0.5, "delta": 0.5, "seed": 1, "save_params": True},
+            {"d": 2, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
+             "tau": 0.5, "delta": -0.5, "data": "xor", "save_surface": True},
         ),
     }
 
@@ -142,6 +154,7 @@ class TwoLayer(Model):
             raise BadInput(
                 f"parameter checkpoints: every step must be in [0, steps={values['steps']}]"
             )
+        tl_data.check_data(values)
 
     @classmethod
     def cost(cls, values: Mapping[str, Any]) -> float:
@@ -182,7 +195,8 @@ class TwoLayer(Model):
         ck = checkpoint_steps(steps, int(v["n_checkpoints"]), v.get("checkpoints"))
 
         prob = kern.make_problem(int(v["seed"]), d, h, int(v["k"]), n, int(v["n_test"]),
-                                 bool(v["symmetrize"]))
+                                 bool(v["symmetrize"]), v["data"], v["xor_labels"],
+                                 tl_data.load_npz(v["data_file"]) if v["data"] == "npz" else None)
         W_init, a_init = kern.initial_params(prob, tau, delta)
         W = W_init.astype(dtype)
         a = a_init.astype(dtype)
@@ -192,6 +206,10 @@ class TwoLayer(Model):
         coef = lr_eff * 2.0 / n
 
         metrics = _Metrics(prob, W, a, leak, ck, bool(v["save_params"]))
+        metrics.geometry = geo.GeometryRecorder(
+            metrics.W0, metrics.a0, leak, len(ck),
+            (prob.teacher_w, prob.teacher_a) if v["data"] == "teacher" else None,
+            bool(v["save_surface"]))
         status = np.zeros(B, dtype=np.int8)
         spaces: dict[int, kern.GroupWorkspace] = {}
         groups = [kern.ConfigGroup(idx, W[idx], a[idx], leak[idx], coef[idx], n, spaces)
@@ -246,6 +264,7 @@ class _Metrics:
         self.prob = prob
         self.leak = leak
         self.save_params = save_params
+        self.geometry: geo.GeometryRecorder | None = None
         # The products of a checkpoint (features, NTK panels, the test-set forward pass) run in
         # the training dtype, which in float32 halves them; every sum (losses, the Frobenius
         # products of the kernel distance) is taken in float64. A float32 run's parameters
@@ -337,6 +356,8 @@ class _Metrics:
             if self.save_params:
                 self.W_hist[i, j] = Wf
                 self.a_hist[i, j] = af
+            if self.geometry is not None:
+                self.geometry.record(i, j, Wf, af)
 
     def dataset(self, ck: np.ndarray, status: np.ndarray, lr_eff: np.ndarray, n: int,
                 alpha: np.ndarray) -> xr.Dataset:
@@ -363,4 +384,8 @@ class _Metrics:
                             "first-layer weights w_k")
             data["a"] = var(("point", "step", "neuron"), self.a_hist, "readout weights a_k")
         coords = {"step": var(("step",), ck, "gradient-descent step", "steps")}
+        if self.geometry is not None:
+            extra, extra_coords = self.geometry.variables()
+            data.update(extra)
+            coords.update(extra_coords)
         return xr.Dataset(data, coords=coords)
