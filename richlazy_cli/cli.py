@@ -350,7 +350,8 @@ def report_cmd(
     inputs: Annotated[list[Path], typer.Argument(help="Result files.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Output folder.")],
     kind: Annotated[
-        str, typer.Option("--kind", help="auto, phase, curves, theory or scaling.")
+        str, typer.Option("--kind", help="auto, phase, curves, theory, scaling, neurons, "
+                          "partition or basin.")
     ] = "auto",
     var: Annotated[
         list[str] | None, typer.Option("--var", help="Variable to draw. Repeatable.")
@@ -371,8 +372,10 @@ def report_cmd(
     from .engine.grid import split_assignment
     from .report import build_report, summary_table
 
-    if kind not in ("auto", "phase", "curves", "theory", "scaling"):
-        raise BadInput(f"--kind {kind!r}: use auto, phase, curves, theory or scaling")
+    if kind not in ("auto", "phase", "curves", "theory", "scaling", "neurons", "partition",
+                    "basin"):
+        raise BadInput(f"--kind {kind!r}: use auto, phase, curves, theory, scaling, neurons, "
+                       "partition or basin")
     if fmt not in ("png", "svg", "pdf"):
         raise BadInput(f"--format {fmt!r}: use png, svg or pdf")
     if reduce not in ("mean", "median"):

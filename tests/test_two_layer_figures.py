@@ -207,7 +207,6 @@ FIG5B = dict(d=20, h=50, k=3, n=200, n_test=1000, lr=5e-3, tau=0.1, steps=5000,
              n_checkpoints=41)
 
 
-@pytest.mark.slow
 def test_fig5b_orderings_and_frozen_downstream_partition() -> None:
     ham = {d: [] for d in (-1.0, 1.0)}
     par = {d: [] for d in (-1.0, 1.0)}
@@ -227,7 +226,6 @@ def test_fig5b_orderings_and_frozen_downstream_partition() -> None:
     assert max(early[-1.0]) <= 0.05 and min(early[1.0]) >= 0.1, early
 
 
-@pytest.mark.slow
 def test_upstream_preconditioner_is_fixed_while_the_kernel_moves() -> None:
     """§5: for delta_k >> 0, M_k ~ delta_k I hardly changes, yet the NTK moves through the
     activations (lr 2e-3/tau^2 keeps lr a_k^2 at its delta = 1 value)."""
