@@ -1,7 +1,7 @@
-"""Single-neuron extras (Kunin et al. 2024, §3, App. A.2–A.4; docs/single-neuron.md, §§ 9–11):
-the downstream delay, the balanced two phases, Lemma A.1, the two basins, the Riccati variable
-of Fig. 8 and Hessian maps. Each closed form is checked against the exact solution of the flow,
-an ODE or finite differences."""
+"""Single-neuron extras (Kunin et al. 2024, §3, App. A.2–A.4; docs/single-neuron.md,
+eqs. (15)–(18)): the downstream delay, the balanced two phases, Lemma A.1, the two basins, the
+Riccati variable of Fig. 8 and Hessian maps. Each closed form is checked against the exact
+solution of the flow, an ODE or finite differences."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The two-layer figures of Kunin et al. 2024 asserted (docs/two-layer.md, §§ 8–10): Fig. 1a
-teacher alignment and direction change, Fig. 5b/10 orderings (§5), Fig. 5a partitions on the
+"""The two-layer figures of Kunin et al. 2024 asserted (docs/two-layer.md, eqs. (10)–(13)):
+Fig. 1a teacher alignment and direction change, Fig. 5b/10 orderings (§5), Fig. 5a partitions on the
 xor task; the geometry outputs against independent computations; the data options and their
 bad inputs."""
 

@@ -1,6 +1,7 @@
 r"""Single-neuron extras: the two basins, the Riccati variable :math:`\nu`, Hessian maps.
 
-Mathematics (Kunin et al. 2024, App. A.2.3–A.2.6 and A.4.2; docs/single-neuron.md, §§ 9–11).
+Mathematics: Kunin et al. 2024, App. A.2.3–A.2.6 and A.4.2; docs/single-neuron.md,
+eqs. (15)–(18).
 Whitened data, :math:`b = \|\beta^*\|`, :math:`\gamma^2 = \eta_a\eta_w`,
 :math:`\kappa_* = \sqrt{\delta^2 + 4\gamma^2 b^2}`, :math:`\lambda_\pm = (\delta \pm \kappa_*)/2`.
 

@@ -1,5 +1,6 @@
 """Data sources of ``two-layer`` besides the ReLU teacher: the 2-D ``xor`` task and a user's
-``.npz`` (docs/two-layer.md, § 10). Validation of the data parameters, and reading the file."""
+``.npz`` (docs/two-layer.md, eq. (13)). Validation of the data parameters, and reading the
+file."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ preconditioner drift, and (for ``d = 2``) the activation partition of the circle
 
 Pure NumPy functions of one configuration's parameters ``W`` (h, d), ``a`` (h,) at a checkpoint,
 its initial ``W0``, ``a0`` and the problem's teacher; any training backend can call them.
-Mathematics: docs/two-layer.md, §§ 8–10 (Kunin et al. 2024, Fig. 1a, §5, Fig. 5a).
+Mathematics: docs/two-layer.md, eqs. (10)–(13) (Kunin et al. 2024, Fig. 1a, §5, Fig. 5a).
 
 * ``teacher_alignment`` :math:`A = \sum_k m_k c_k / \sum_k m_k` with :math:`m_k = |a_k|\|w_k\|`
   and :math:`c_k = \max_j [\cos(w_k, w^*_j)\,\mathbb 1[\operatorname{sgn} a_k = a^*_j]]_+`;

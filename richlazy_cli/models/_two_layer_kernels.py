@@ -99,7 +99,7 @@ def make_problem(seed: int, d: int, h: int, k: int, n: int, n_test: int,
     ``a = [ε; −ε]`` so that the student output is exactly 0 at initialisation; otherwise ``h``
     independent directions with random signs.
 
-    ``data`` replaces the teacher's inputs and labels (docs/two-layer.md, § 10): ``xor`` (d = 2)
+    ``data`` replaces the teacher's inputs and labels (docs/two-layer.md, eq. (13): ``xor`` (d = 2)
     draws angles ``θ ~ Unif[0, 2π)`` from the same streams, ``x = (cos θ, sin θ)`` and
     ``y = 2x₁x₂ = sin 2θ`` (``xor_labels = smooth``) or ``sgn(x₁x₂)`` (``sign``); ``npz`` takes
     ``X``, ``y``, ``X_test``, ``y_test`` from ``arrays``. The teacher is drawn all the same.

@@ -2,10 +2,11 @@
 
 * ``neurons`` (Fig. 1a): trajectories of :math:`|a_k|\\,w_k` over the checkpoints of a ``d = 2``
   ``two-layer`` run saved with ``save_params``, coloured by :math:`\\operatorname{sgn} a_k`, the
-  teacher neurons :math:`a^*_j w^*_j` dotted; one panel per grid point (docs/two-layer.md, § 8).
+  teacher neurons :math:`a^*_j w^*_j` dotted; one panel per grid point (docs/two-layer.md,
+  eqs. (10)–(11)).
 * ``partition`` (Fig. 5a): the network output on the circle and its activation regions (the
   parity colouring) at chosen checkpoints, one row per grid point, from a run saved with
-  ``save_surface`` (docs/two-layer.md, § 10).
+  ``save_surface`` (docs/two-layer.md, eq. (13)).
 * ``basin`` (Fig. 7): the two basins of a single neuron, ``d = 2``: initialisations
   :math:`(w_0^\\top\\hat\\beta^*, a_0)` coloured by the sign of :math:`a` at the end of the run,
   with the separating surface (basin score 0, docs/single-neuron.md, eq. (15)) drawn from the
