@@ -563,6 +563,10 @@ def run(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, *_ABORTS):
         return _error("interrupted", 130)
     except Exception as exc:  # a bug: one line, and a traceback only when asked for
+        from .engine.store import storage_error_line  # store safety hook: OS errors exit 2
+
+        if (line := storage_error_line(exc)) is not None:
+            return _error(line, 2)
         if os.environ.get("RICHLAZY_DEBUG"):
             raise
         from .engine.chunk import describe_exception
