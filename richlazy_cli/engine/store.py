@@ -436,16 +436,26 @@ def point_counts(ds: xr.Dataset) -> dict[str, int]:
 
 
 def verify(path: Path) -> list[str]:
-    """Problems with a result file (schema and completeness); empty when it is sound."""
+    """Problems with a result file (schema, completeness, consistency); empty when sound.
+
+    Besides the schema and ``status``, it checks that the ``grid`` attribute spans exactly the
+    grid coordinates (when the model is known here) and that the ``fingerprint`` matches the
+    model, action, parameters, grid and recorded inputs.
+    """
     ds = open_result(path)
     problems = [f"missing attribute {a}" for a in REQUIRED_ATTRS if a not in ds.attrs]
-    for name in ("params", "grid", "command", "versions"):
+    for name in ("params", "grid", "command", "versions", "inputs", "history"):
         if name in ds.attrs and json_attr(ds, name) is None:
             problems.append(f"attribute {name} is not valid JSON")
+    for name in ("params", "grid"):
+        if name in ds.attrs and not isinstance(json_attr(ds, name), dict):
+            problems.append(f"attribute {name} is not a JSON object")
     dims = grid_dims(ds)
     for dim in dims:
         if dim not in ds.dims:
             problems.append(f"grid dimension {dim} is missing")
+    problems += _grid_problems(ds)
+    problems += _fingerprint_problems(ds)
     for name, item in ds.variables.items():
         if "long_name" not in item.attrs:
             problems.append(f"{name} has no long_name")
@@ -460,6 +470,56 @@ def verify(path: Path) -> list[str]:
         if not int(ds.attrs.get("complete", 0)) and not counts["missing"]:
             problems.append("the file is marked incomplete")
     return problems
+
+
+def _grid_problems(ds: xr.Dataset) -> list[str]:
+    """Where the ``grid`` attribute and the grid coordinates disagree."""
+    from ..models.base import get_model
+    from .grid import parse_grid
+
+    specs = json_attr(ds, "grid")
+    if not isinstance(specs, dict) or not all(name in ds.coords for name in specs):
+        return []
+    try:
+        model = get_model(str(ds.attrs.get("model")))
+    except BadInput:
+        return []  # a model not installed here: the coordinates cannot be recomputed
+    try:
+        grid = parse_grid(model, list(specs.items()))
+    except BadInput as exc:
+        return [f"attribute grid does not parse ({exc})"]
+    problems = []
+    for dim in grid.dims:
+        want = dim.coordinate()
+        have = np.asarray(ds[dim.name].values)
+        if want.dtype == object or have.dtype.kind in "OUS":
+            same = have.shape == want.shape and [str(v) for v in have] == [str(v) for v in want]
+        else:
+            same = have.shape == want.shape and np.array_equal(have, want)
+        if not same:
+            problems.append(f"coordinate {dim.name} disagrees with the grid attribute")
+    return problems
+
+
+def _fingerprint_problems(ds: xr.Dataset) -> list[str]:
+    from .fingerprint import fingerprint
+
+    recorded = ds.attrs.get("fingerprint")
+    if not recorded:
+        return []
+    params, specs = json_attr(ds, "params"), json_attr(ds, "grid")
+    inputs = json_attr(ds, "inputs", [])
+    if not isinstance(params, dict) or not isinstance(specs, dict) or not isinstance(inputs, list):
+        return []  # reported above
+    try:
+        now = fingerprint(
+            str(ds.attrs.get("model")), str(ds.attrs.get("action")), params, specs, inputs
+        )
+    except (KeyError, TypeError):
+        return ["attribute inputs is malformed"]
+    if now != recorded:
+        return ["fingerprint does not match model, action, params, grid and inputs"]
+    return []
 
 
 def describe(path: Path) -> dict[str, Any]:
