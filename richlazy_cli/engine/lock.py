@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
-from .store import os_error_message
+from .store import check_name_length, os_error_message
 
 LOCK_SUFFIX = ".lock"
 _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS}
@@ -86,6 +86,7 @@ class OutputLock:
         self.exclusive_file = False  # the O_EXCL fall-back holds the lock by the file alone
 
     def acquire(self) -> None:
+        check_name_length(self.out)
         while True:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)

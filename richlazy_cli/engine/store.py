@@ -97,6 +97,7 @@ _OS_ERRORS = {
     errno.ENOTDIR: "a component of the path is not a folder",
     errno.EISDIR: "is a folder",
     errno.EIO: "input/output error",
+    errno.EEXIST: "exists and is not a folder",
 }
 
 
@@ -197,17 +198,24 @@ def check_writable(path: Path, force: bool) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise BadInput(f"output folder {folder} does not exist")
-    if len(path.name.encode()) + len(".parts") > _name_max(folder):
-        raise BadInput(
-            f"{path.name[:40]}...: output name too long ({len(path.name)} characters; the "
-            f"file system allows {_name_max(folder)} including the '.parts' suffix)"
-        )
+    check_name_length(path)
     try:  # a real probe: permission bits do not stop root, read-only mounts do
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as exc:
         why = _OS_ERRORS.get(exc.errno or 0, exc.strerror or "")
         raise BadInput(f"output folder {folder} is not writable ({why})") from None
+
+
+def check_name_length(path: Path) -> None:
+    """BadInput when ``path``'s name plus the longest suffix richlazy adds is too long."""
+    folder = path.parent if str(path.parent) else Path(".")
+    longest = len(path.name.encode()) + len(".parts")
+    if folder.is_dir() and longest > _name_max(folder):
+        raise BadInput(
+            f"{path.name[:40]}...: output name too long ({len(path.name)} characters; the "
+            f"file system allows {_name_max(folder)} including the '.parts' suffix)"
+        )
 
 
 def _name_max(folder: Path) -> int:
