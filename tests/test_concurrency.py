@@ -1,5 +1,5 @@
 """N sweeps started together on one output: exactly one computes, the others exit 2, and the
-result is bit for bit that of a run alone (docs/engine.md: one writer per output)."""
+result is bit for bit that of a run alone (README: "Sweeps")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A result file never loses or mixes a point: concurrency, crashes during clean-up, changed
-inputs, full disks, bad grids (docs/engine.md: sweeps and result files)."""
+inputs, full disks, bad grids (README: "Sweeps", "Result files")."""
 
 from __future__ import annotations
 

@@ -285,7 +285,10 @@ class PartsFolder:
             for name, item in result.data.coords.items():
                 arrays[f"coord/{name}"] = item.values
                 meta["coords"][name] = {"dims": list(item.dims), "attrs": jsonable(item.attrs)}
-        atomic_write(target, lambda tmp: write_part(tmp, arrays, meta))
+        try:
+            atomic_write(target, lambda tmp: write_part(tmp, arrays, meta))
+        except OSError as exc:  # e.g. no space: name the folder, keep what is there
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
         return target
 
     def _mine(self, meta: dict[str, Any]) -> bool:
