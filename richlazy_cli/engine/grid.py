@@ -21,6 +21,7 @@ value) and integers must fit in 64 bits.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -67,15 +68,15 @@ class Grid:
 
     dims: tuple[GridDim, ...] = ()
 
-    @property
+    @functools.cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(d.name for d in self.dims)
 
-    @property
+    @functools.cached_property
     def shape(self) -> tuple[int, ...]:
         return tuple(d.size for d in self.dims)
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
         return math.prod(self.shape)
 
@@ -84,8 +85,12 @@ class Grid:
 
     def point(self, flat: int) -> dict[str, Any]:
         """The grid values of the point with flat (C-order) index ``flat``."""
-        index = np.unravel_index(flat, self.shape) if self.dims else ()
-        return {d.name: d.values[int(i)] for d, i in zip(self.dims, index, strict=True)}
+        values = {}
+        rest = int(flat)
+        for dim in reversed(self.dims):  # C order: the last dimension varies fastest
+            rest, i = divmod(rest, dim.size)
+            values[dim.name] = dim.values[i]
+        return {name: values[name] for name in self.names}
 
     def points(self, flats: np.ndarray | Sequence[int]) -> list[dict[str, Any]]:
         """The grid values of many points at once (vectorised :meth:`point`)."""
