@@ -507,3 +507,26 @@ def test_string_parameters_on_the_grid(tmp_path, toy_env, cli) -> None:
     assert_one_line_error(result)
     assert "also a dimension of the model's output" in result.err
     assert not clash.exists() and not Path(f"{clash}.parts").exists()
+
+
+def test_a_sweep_that_cannot_fit_on_the_disk_stops_after_its_first_chunk(
+    tmp_path, toy_env, cli, monkeypatch
+) -> None:
+    """The first chunk's bytes per point times the sweep's points, for the parts and the final
+    file, are checked against the free space: exit 2 at once, the parts folder kept."""
+    out = tmp_path / "full.h5"
+    args = ["sweep", "solve", "toy", "-g", "slope=linspace(0,1,40)", "-p", "steps=2000", "-o",
+            out, "--jobs", "1", "--chunk-size", "2", "-q"]
+    real = os.statvfs
+
+    def nearly_full(path):
+        found = real(path)
+        return os.statvfs_result((*found[:4], 10, *found[5:]))  # f_bavail: 10 blocks
+
+    monkeypatch.setattr(os, "statvfs", nearly_full)
+    result = cli(*args)
+    assert_one_line_error(result)
+    assert "no space left" in result.err and "parts and final file" in result.err
+    assert Path(f"{out}.parts").is_dir() and not out.exists()
+    monkeypatch.setattr(os, "statvfs", real)
+    assert cli(*args, "--resume").code == 0

@@ -60,6 +60,13 @@ def stamp_manifest(manifest: dict[str, Any], job: Any) -> None:
     """Add the input files' sizes and hashes and the sweep fingerprint to ``manifest``."""
     inputs = input_record(job.model, job.base, job.grid)
     manifest["inputs"] = inputs
+    size = max(job.grid.size, 1)
+    shard = manifest.get("shard")
+    if shard:  # K/N selects the points K-1, K-1+N, ...: their count, not a list of them
+        k, n = (int(x) for x in str(shard).split("/"))
+        manifest["points"] = len(range(k - 1, size, n))
+    else:
+        manifest["points"] = size
     manifest["fingerprint"] = fingerprint(
         manifest["model"], manifest["action"], manifest["params"], manifest["grid"], inputs
     )

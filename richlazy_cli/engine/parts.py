@@ -24,6 +24,7 @@ else under the parts name is never deleted, even with ``--force``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -37,7 +38,7 @@ import xarray as xr
 
 from ..models.params import BadInput, jsonable
 from .chunk import ChunkResult
-from .store import atomic_write
+from .store import WriteFailed, atomic_write, space_problem
 
 MANIFEST = "manifest.json"
 PART_MAGIC = b"RLPART1\n"
@@ -196,6 +197,7 @@ class PartsFolder:
         self.path = Path(path)
         self.manifest = manifest
         self._next = self._last_sequence() + 1
+        self._space_checked = False
 
     # -- lifecycle ------------------------------------------------------------------------
     @classmethod
@@ -285,11 +287,24 @@ class PartsFolder:
             for name, item in result.data.coords.items():
                 arrays[f"coord/{name}"] = item.values
                 meta["coords"][name] = {"dims": list(item.dims), "attrs": jsonable(item.attrs)}
+        if not self._space_checked and result.data is not None:
+            self._check_space(sum(np.asarray(a).nbytes for a in arrays.values()), result)
         try:
             atomic_write(target, lambda tmp: write_part(tmp, arrays, meta))
         except OSError as exc:  # e.g. no space: name the folder, keep what is there
             raise OSError(exc.errno, exc.strerror, str(self.path)) from None
         return target
+
+    def _check_space(self, nbytes: int, result: ChunkResult) -> None:
+        """After the first chunk with data: refuse a sweep whose parts and final file (both
+        at most the chunk's bytes per point times the sweep's points) cannot fit on the disk,
+        before hours are spent computing it. The parts kept so far stay."""
+        self._space_checked = True
+        points = int(self.manifest.get("points") or result.indices.size)
+        per_point = nbytes / max(result.indices.size, 1)
+        problem = space_problem(self.path, 2 * per_point * points, single_file=False)
+        if problem:
+            raise WriteFailed(f"{problem} (parts and final file together)", errno.ENOSPC)
 
     def _mine(self, meta: dict[str, Any]) -> bool:
         """Whether a part belongs to this folder's sweep (its fingerprint is the manifest's)."""

@@ -247,24 +247,33 @@ def check_space(path: Path, nbytes: int) -> None:
     Checks the free space of the file system (for this user) and the process's file-size
     limit (``RLIMIT_FSIZE``). Compression only makes the file smaller, so this is a bound.
     """
+    problem = space_problem(path, nbytes, single_file=True)
+    if problem:
+        raise BadInput(problem)
+
+
+def space_problem(path: Path, nbytes: float, single_file: bool) -> str | None:
+    """Why ``nbytes`` cannot be written beside ``path`` (free space, and for one file the
+    file-size limit), or None."""
     need = int(nbytes) + SPACE_SLACK_BYTES
     folder = path.parent if str(path.parent) else Path(".")
     soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
-    if soft != resource.RLIM_INFINITY and need > soft:
-        raise BadInput(
+    if single_file and soft != resource.RLIM_INFINITY and need > soft:
+        return (
             f"{path}: the result needs up to {_mb(need)} but the file-size limit "
             f"(ulimit -f) is {_mb(soft)}"
         )
     try:
         stat = os.statvfs(folder)
     except OSError:
-        return
+        return None
     free = stat.f_bavail * stat.f_frsize
     if need > free:
-        raise BadInput(
+        return (
             f"{path}: no space left: the result needs up to {_mb(need)}, "
             f"{_mb(free)} free on the device"
         )
+    return None
 
 
 def _mb(nbytes: float) -> str:
