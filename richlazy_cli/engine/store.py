@@ -354,7 +354,13 @@ def _isolated(write: Any, tmp: Path) -> None:
         write(tmp)
         return
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no memory to commit for a copy (strict overcommit): write here
+        os.close(read_end)
+        os.close(write_end)
+        write(tmp)
+        return
     if pid == 0:  # the child: write, report, and leave without collecting anything
         code = 0
         try:
