@@ -88,7 +88,8 @@ def test_mixed_sweeps_cannot_share_an_output(tmp_path, toy_env, reference, cli) 
     sweep resumes bit for bit, and the other one cannot resume its parts."""
     out = tmp_path / "mixed.h5"
     parts = Path(f"{out}.parts")
-    first = _popen(toy_env, "sweep", "solve", "toy", *GRID, "-p", "scale=0.1", *SLOW, "-o", out)
+    first = _popen(toy_env, "sweep", "solve", "toy", *GRID, "-p", "scale=0.1", *SLOW, "-o", out,
+                   sleep=1.0)  # killed below: it only has to outlive the second's start
     try:
         _wait_for_parts(parts, first)
         second = run_process("sweep", "solve", "toy", *GRID, "-p", "scale=0.5", *SLOW, "-o", out,
@@ -146,7 +147,7 @@ def test_overlapping_cron_resumes_and_forces(tmp_path, toy_env, reference, cli) 
     _wait_for_parts(Path(f"{out}.parts"), proc)
     proc.kill()
     proc.wait()
-    running = _popen(toy_env, *args, "--resume")
+    running = _popen(toy_env, *args, "--resume", sleep=0.7)  # outlives the late runs' start
     try:
         time.sleep(0.2)
         deadline = time.monotonic() + 30
@@ -229,21 +230,22 @@ def test_kill_during_clean_up_then_resume_is_done_and_untouched(tmp_path, toy_en
     assert not parts.exists() and not trash.exists() and not debris.exists()
 
 
-def test_finished_parts_beside_complete_output_count_as_done(tmp_path, toy_env, cli) -> None:
+def test_finished_parts_beside_complete_output_count_as_done(
+    tmp_path, toy_env, cli, monkeypatch
+) -> None:
     """Killed after the final write, before the removal: --resume only removes the folder."""
+    from richlazy_cli.engine.parts import PartsFolder
+
     out = tmp_path / "k.h5"
-    proc = _popen(toy_env, "sweep", "solve", "toy", *GRID, *SLOW, "-o", out)
-    _wait_for_parts(Path(f"{out}.parts"), proc, 1)
-    proc.kill()
-    proc.wait()
-    saved = tmp_path / "saved.parts"
-    os.rename(f"{out}.parts", saved)
-    assert cli("sweep", "solve", "toy", *GRID, *SLEEP, "-o", out, "--force", "-q").code == 0
-    os.rename(saved, f"{out}.parts")
-    before = out.read_bytes()
-    result = cli("sweep", "solve", "toy", *GRID, *SLEEP, "-o", out, "--resume")
+    with monkeypatch.context() as mp:
+        mp.setattr(PartsFolder, "remove", lambda self: None)  # the kill, just before it
+        assert cli("sweep", "solve", "toy", *GRID, "-o", out, "-q", "--jobs", "1").code == 0
+    assert list(Path(f"{out}.parts").glob("part-*.rlp"))
+    before = (out.read_bytes(), out.stat().st_mtime_ns)
+    result = cli("sweep", "solve", "toy", *GRID, "-o", out, "--resume")
     assert result.code == 0 and "nothing to do" in result.err
-    assert out.read_bytes() == before and not Path(f"{out}.parts").exists()
+    assert (out.read_bytes(), out.stat().st_mtime_ns) == before
+    assert not Path(f"{out}.parts").exists()
 
 
 def test_force_deletes_only_a_folder_richlazy_made(tmp_path, toy_env, cli) -> None:
@@ -365,14 +367,17 @@ def test_verify_catches_a_grid_attribute_that_disagrees(tmp_path, toy_env, cli) 
 
 # -- 8: permissions -------------------------------------------------------------------------
 @pytest.mark.parametrize("umask", [0o022, 0o027])
-def test_result_files_follow_the_umask(tmp_path, toy_env, umask) -> None:
+def test_result_files_follow_the_umask(tmp_path, toy_env, cli, umask) -> None:
+    from richlazy_cli.engine.store import file_mode
+
     out = tmp_path / "u.h5"
-    proc = subprocess.run(
-        [sys.executable, "-m", "richlazy_cli", "sweep", "solve", "toy", *GRID, "-o", str(out),
-         "-q", "--jobs", "1"],
-        env=toy_env, preexec_fn=lambda: os.umask(umask), capture_output=True, text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
+    old = os.umask(umask)
+    file_mode.cache_clear()
+    try:
+        assert cli("sweep", "solve", "toy", *GRID, "-o", out, "-q", "--jobs", "1").code == 0
+    finally:
+        os.umask(old)
+        file_mode.cache_clear()
     assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask
 
 
