@@ -219,8 +219,10 @@ def test_kill_during_clean_up_then_resume_is_done_and_untouched(tmp_path, toy_en
     trash = tmp_path / f".{parts.name}.12345.trash"  # a kill during today's removal
     trash.mkdir()
     (trash / "part-000001.rlp").write_bytes(b"x")
-    debris = tmp_path / f".{out.name}.xyz.tmp"  # a kill during the final write
+    debris = tmp_path / f".{out.name}.k3x_9qzw.tmp"  # a kill during the final write
     debris.write_bytes(b"x")
+    neighbour = tmp_path / f".{out.name}.bak.h5.k3x_9qzw.tmp"  # another output's: kept
+    neighbour.write_bytes(b"x")
     before = (out.read_bytes(), out.stat().st_mtime_ns)
     result = cli("sweep", "solve", "toy", *GRID, "-o", out, "--resume")
     assert result.code == 0, result.err
@@ -228,6 +230,7 @@ def test_kill_during_clean_up_then_resume_is_done_and_untouched(tmp_path, toy_en
     assert result.out == ""
     assert (out.read_bytes(), out.stat().st_mtime_ns) == before
     assert not parts.exists() and not trash.exists() and not debris.exists()
+    assert neighbour.exists()
 
 
 def test_finished_parts_beside_complete_output_count_as_done(

@@ -27,6 +27,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import shutil
 import struct
 from collections.abc import Iterator
@@ -167,15 +168,15 @@ def remove_stale(out: Path) -> list[Path]:
     folder = out.parent if str(out.parent) else Path(".")
     ppath = parts_path(out)
     removed: list[Path] = []
-    candidates = [
-        *folder.glob(f".{glob_escape(out.name)}.*.tmp"),
-        *folder.glob(f".{glob_escape(ppath.name)}.*.trash"),
-    ]
+    # exactly what atomic_write (mkstemp: 8 random characters) and remove_folder name, so
+    # that another output whose name starts with this one's keeps its files
+    mine = re.compile(
+        rf"\.{re.escape(out.name)}\.[A-Za-z0-9_]{{8}}\.tmp|\.{re.escape(ppath.name)}\.\d+\.trash"
+    )
+    candidates = [p for p in folder.glob(f".{glob_escape(out.name)}.*") if mine.fullmatch(p.name)]
     if ppath.is_dir() and not ppath.is_symlink():
         candidates += [p for p in ppath.iterdir() if _is_temporary(p.name)]
     for item in candidates:
-        if item.name.startswith(f".{out.name}.lock."):
-            continue  # the lock's own fall-back files (engine/lock.py)
         with contextlib.suppress(OSError):
             if item.is_dir() and not item.is_symlink():
                 shutil.rmtree(item)
