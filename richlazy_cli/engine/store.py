@@ -7,9 +7,10 @@ with ``os.replace``, so a reader never sees a half-written file and an interrupt
 any earlier file untouched. An existing file is replaced only with ``force=True``.
 
 Global attributes (docs/engine.md, "Result files"): ``richlazy_version``, ``model``,
-``action``, ``params`` (JSON), ``grid`` (JSON), ``command`` (JSON argv), ``created`` (UTC ISO 8601), ``host``,
-``versions`` (JSON), ``complete`` (1 or 0), ``errors`` (JSON list), and, when the package runs
-from a git checkout, ``git_commit`` and ``git_dirty`` (1 or 0). Optional: ``shard`` ("K/N").
+``action``, ``params`` (JSON), ``grid`` (JSON), ``command`` (JSON argv), ``created`` (UTC
+ISO 8601), ``host``, ``versions`` (JSON), ``complete`` (1 or 0), ``errors`` (JSON list),
+and, when the package runs from a git checkout, ``git_commit`` and ``git_dirty`` (1 or 0).
+Optional: ``shard`` ("K/N").
 Sweeps add ``Conventions`` ("richlazy-1": the schema of the README's "Result files", which
 follows CF's attribute names but is not checked against CF), ``fingerprint``, ``inputs`` and
 ``history`` (:mod:`.fingerprint`, :mod:`.output`).
