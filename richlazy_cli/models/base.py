@@ -216,8 +216,12 @@ def _discover() -> None:
         if name.strip():
             try:
                 importlib.import_module(name.strip())
-            except ImportError as exc:
-                raise BadInput(f"RICHLAZY_MODELS: cannot import {name.strip()!r} ({exc})") from None
+            except Exception as exc:  # a syntax error or a failing import is the user's module
+                first = (str(exc).strip().splitlines() or [""])[0]
+                raise BadInput(
+                    f"RICHLAZY_MODELS: cannot import {name.strip()!r} "
+                    f"({type(exc).__name__}: {first})"
+                ) from None
 
 
 def all_models() -> dict[str, type[Model]]:

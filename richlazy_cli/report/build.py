@@ -7,7 +7,7 @@ variable of at least one input), ``--x``/``--y`` (a numeric dimension of at leas
 each ``--at DIM=VALUE`` (a dimension of at least one input, and a value on the grid of every
 input that has that dimension).
 
-What ``kind="auto"`` draws for each file and variable (issue 5, item 2):
+What ``kind="auto"`` draws for each file and variable:
 
 * **phase** — the file has two or more numeric grid dimensions besides ``seed`` (or ``--x``
   and ``--y`` are both given) and the variable has both axes;
@@ -23,6 +23,7 @@ Figures are named ``<stem>-<kind>-<var>.<fmt>``.
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import re
@@ -31,14 +32,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..models.params import BadInput, jsonable
+from ..errors import BadInput
+from ..models.params import jsonable
 from .data import REDUCTIONS, ResultFile, format_value, resolve_at
 from .figures import Drawn, draw_lines, draw_phase, draw_theory
 from .html import render_index
 from .style import FORMATS, save, style
 from .summary import variable_stats
 
-KINDS = ("auto", "phase", "curves", "theory", "scaling", "lines")
+
+class ReportKind(enum.StrEnum):
+    """What ``richlazy report --kind`` draws (see the module docstring)."""
+
+    AUTO = "auto"
+    PHASE = "phase"
+    CURVES = "curves"
+    THEORY = "theory"
+    LINES = "lines"
+    SCALING = "scaling"
+
+
+KINDS = tuple(k.value for k in ReportKind)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]")
 
 
@@ -211,7 +225,7 @@ def provenance_fields(rf: ResultFile) -> dict[str, str]:
         "grid": ", ".join(f"{k} = {v}" for k, v in rf.grid.items()) or "none (single run)",
     }
     if counts["total"]:
-        fields["points"] = (f"{counts['ok']} of {counts['total']} ok, {counts['failed']} failed, "
+        fields["points"] = (f"{counts['done']} of {counts['total']} ok, {counts['failed']} failed, "
                             f"{counts['missing']} not computed")
     fields["created"] = rf.created
     fields["source"] = str(rf.path)
@@ -340,7 +354,7 @@ def build_report(
     """
     at = dict(at or {})
     if kind not in KINDS:
-        raise BadInput(f"--kind {kind!r}: expected one of {', '.join(KINDS[:5])}")
+        raise BadInput(f"--kind {kind!r}: expected one of {', '.join(KINDS)}")
     if fmt not in FORMATS:
         raise BadInput(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
     if reduce not in REDUCTIONS:

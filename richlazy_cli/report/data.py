@@ -17,6 +17,7 @@ Reductions used by the figures (never by ``summary.json``, see :mod:`.summary`):
 
 from __future__ import annotations
 
+import enum
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -26,11 +27,18 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..models.params import BadInput
+from ..errors import BadInput, Status, point_counts
 
 TIME_DIMS = ("step", "time")
 BOOKKEEPING = ("status", "elapsed")
-REDUCTIONS = ("mean", "median")
+class Reduction(enum.StrEnum):
+    """How ``seed`` is reduced in figures (``--reduce``)."""
+
+    MEAN = "mean"
+    MEDIAN = "median"
+
+
+REDUCTIONS = tuple(r.value for r in Reduction)
 
 
 def _json(ds: xr.Dataset, name: str, default: Any) -> Any:
@@ -76,7 +84,7 @@ class ResultFile:
         params = _json(ds, "params", {}) or {}
         ok = None
         if "status" in ds.variables:  # over the grid dims; a 0-d status for a single run
-            ok = ds["status"] == 0
+            ok = ds["status"] == Status.OK
         return cls(
             path=path,
             stem=stem or path.stem,
@@ -126,15 +134,10 @@ class ResultFile:
         return next((d for d in TIME_DIMS if d in dims), None)
 
     def point_counts(self) -> dict[str, int]:
+        """Points done, failed and missing (:func:`richlazy_cli.errors.point_counts`)."""
         if "status" not in self.ds.variables:
-            return {"total": 0, "ok": 0, "failed": 0, "missing": 0}
-        status = np.asarray(self.ds["status"].values)
-        return {
-            "total": int(status.size),
-            "ok": int(np.sum(status == 0)),
-            "failed": int(np.sum(status > 0)),
-            "missing": int(np.sum(status < 0)),
-        }
+            return {"total": 0, "done": 0, "failed": 0, "missing": 0}
+        return point_counts(self.ds["status"].values)
 
     # -- data -------------------------------------------------------------------------------
     def masked(self, name: str) -> xr.DataArray:
