@@ -107,7 +107,7 @@ def _default_output(model: str, action: str) -> Path:
     return path
 
 
-def _finish(outcome: Any, quiet: bool, as_json: bool) -> None:
+def _finish(outcome: Any, quiet: bool, as_json: bool, with_plan: bool = False) -> None:
     """Print a run's outcome (a JSON object with --json) and exit with its code."""
     if as_json:
         print_json(
@@ -117,7 +117,7 @@ def _finish(outcome: Any, quiet: bool, as_json: bool) -> None:
                 "counts": outcome.counts,
                 "failures": outcome.failures,
                 "message": outcome.message,
-                **({"plan": _plan_json(outcome.plan)} if outcome.plan is not None else {}),
+                **({"plan": _plan_json(outcome.plan)} if with_plan else {}),
             }
         )
     elif outcome.failures and outcome.exit_code != ExitCode.INTERRUPTED:
@@ -183,7 +183,7 @@ def models_cmd(
 
 
 # -- solve / train --------------------------------------------------------------------------
-def _single_command(action: Action) -> Any:
+def _single_command(action: Action, doc: str) -> Any:
     """The `solve` or `train` command: one configuration, run in this process."""
 
     def command(
@@ -203,12 +203,18 @@ def _single_command(action: Action) -> Any:
         opts = RunOptions(jobs=1, use_parts=False, force=force, quiet=True)
         _finish(execute(job, out, opts, command_line()), quiet, as_json)
 
-    command.__doc__ = Action(action).__doc__
+    command.__doc__ = doc
     return command
 
 
-app.command("solve")(_single_command(Action.SOLVE))
-app.command("train")(_single_command(Action.TRAIN))
+app.command("solve")(
+    _single_command(
+        Action.SOLVE, "Integrate a model's gradient flow (exact solutions where they exist)."
+    )
+)
+app.command("train")(
+    _single_command(Action.TRAIN, "Train a model by gradient descent (GD or SGD).")
+)
 
 
 # -- sweep ----------------------------------------------------------------------------------
@@ -273,7 +279,7 @@ def sweep_cmd(
     on_interrupt(f"finished work kept in {out}.parts for --resume")
     outcome = execute(job, out, opts, command_line())
     if not dry_run:
-        _finish(outcome, quiet, as_json)
+        _finish(outcome, quiet, as_json, with_plan=True)
     elif as_json:
         print_json({"plan": _plan_json(outcome.plan), "estimate": _estimate_json(outcome)})
     else:
@@ -293,7 +299,7 @@ def _print_dry_run(job: Any, opts: Any, outcome: Any) -> None:
     print(f"grid: {' x '.join(str(n) for n in job.grid.shape)} = {p.points} points")
     if opts.shard:
         print(f"shard {opts.shard}: {p.selected} points")
-    capped = f" (--jobs {p.jobs} capped at the number of chunks)" if p.capped else ""
+    capped = f"; --jobs {p.jobs} capped at the number of chunks" if p.capped else ""
     print(
         f"pending: {p.pending} points in {len(p.chunks)} chunks "
         f"(chunk size {p.chunk_size}, {p.workers} worker(s){capped})"
@@ -402,8 +408,21 @@ def run(argv: list[str] | None = None) -> int:
                 os.environ["PYTHONWARNINGS"] = saved_env
 
 
+def _bare_flags(command: Any) -> None:
+    """Show every boolean flag (``--help`` and the completion options too) without a
+    ``<bool>`` placeholder, in ``command`` and its subcommands."""
+    context_class = getattr(command, "context_class", click.Context)
+    help_option = command.get_help_option(context_class(command))
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _bare_flags(sub)
+
+
 def _main(argv: list[str] | None, debug: bool) -> int:
     command = typer.main.get_command(app)
+    _bare_flags(command)
     try:
         try:
             code = command.main(args=argv, prog_name="richlazy", standalone_mode=False)
