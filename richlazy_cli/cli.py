@@ -37,10 +37,11 @@ from .cli_common import (
     console,
     failures_table,
     flag,
-    interrupt_hint,
+    interrupted_by,
     on_interrupt,
     page_width,
     print_json,
+    report_interrupt,
     set_argv,
 )
 from .engine.job import RUN_OPTIONS, Action, Backend
@@ -122,7 +123,9 @@ def _finish(outcome: Any, quiet: bool, as_json: bool, with_plan: bool = False) -
         )
     elif outcome.failures and outcome.exit_code != ExitCode.INTERRUPTED:
         console(stderr=True).print(failures_table(outcome.failures))
-    if outcome.message:
+    if outcome.exit_code == ExitCode.INTERRUPTED:
+        report_interrupt(outcome.message)
+    elif outcome.message:
         print(f"richlazy: {outcome.message}", file=sys.stderr)
     if outcome.path is not None and not quiet and not as_json:
         print(outcome.path)
@@ -357,12 +360,12 @@ def _error(message: str, code: int) -> int:
 
 
 def _sigterm(signum: int, frame: Any) -> None:
+    interrupted_by("SIGTERM")
     raise KeyboardInterrupt("SIGTERM")
 
 
-def _interrupted(exc: BaseException) -> int:
-    name = str(exc) if str(exc).startswith("SIG") else "SIGINT"
-    print(f"richlazy: interrupted ({name}); {interrupt_hint()}", file=sys.stderr)
+def _interrupted() -> int:
+    report_interrupt()
     return int(ExitCode.INTERRUPTED)
 
 
@@ -426,10 +429,14 @@ def _main(argv: list[str] | None, debug: bool) -> int:
     try:
         try:
             code = command.main(args=argv, prog_name="richlazy", standalone_mode=False)
+            if code == ExitCode.INTERRUPTED:  # typer turns KeyboardInterrupt into this, silently
+                return _interrupted()
             return code if isinstance(code, int) else ExitCode.OK
         except BadInput as exc:
             return _error(str(exc), ExitCode.BAD_INPUT)
         except _EXITS as exc:
+            if exc.exit_code == ExitCode.INTERRUPTED:
+                return _interrupted()
             return int(exc.exit_code)
         except _NO_ARGS as exc:  # bare `richlazy` or `richlazy store`: show the help
             print(exc.format_message())
@@ -437,9 +444,9 @@ def _main(argv: list[str] | None, debug: bool) -> int:
         except _USAGE_ERRORS as exc:
             return _error(" ".join(exc.format_message().split()), ExitCode.BAD_INPUT)
         except _ABORTS:
-            return _interrupted(KeyboardInterrupt())
-    except KeyboardInterrupt as exc:  # also while a handler above was printing
-        return _interrupted(exc)
+            return _interrupted()
+    except KeyboardInterrupt:  # also while a handler above was printing
+        return _interrupted()
     except Exception as exc:  # a bug: one line, and a traceback only when asked for
         if debug:
             raise

@@ -33,9 +33,13 @@ def page_width() -> int | None:
     return PIPED_WIDTH
 
 
-def console(stderr: bool = False) -> Console:
-    """A console on stdout (or stderr), wide when piped."""
-    return Console(highlight=False, soft_wrap=False, stderr=stderr, width=page_width())
+def console(stderr: bool = False, longest: int = 0) -> Console:
+    """A console on stdout (or stderr), wide when piped: wide enough for a column of
+    ``longest`` characters beside the others."""
+    width = page_width()
+    if width is not None:
+        width = max(width, longest + 120)
+    return Console(highlight=False, soft_wrap=False, stderr=stderr, width=width)
 
 
 def flag(*names: str, help: str) -> Any:
@@ -92,17 +96,26 @@ def command_line() -> list[str]:
 
 
 # -- what to say when interrupted -----------------------------------------------------------
-_interrupt_hint = "nothing written"
+_interrupt = {"hint": "nothing written", "signal": "SIGINT", "reported": False}
 
 
 def on_interrupt(hint: str) -> None:
     """What an interruption of the running command leaves (the line printed on SIGINT/TERM)."""
-    global _interrupt_hint
-    _interrupt_hint = hint
+    _interrupt.update(hint=hint, signal="SIGINT", reported=False)
 
 
-def interrupt_hint() -> str:
-    return _interrupt_hint
+def interrupted_by(signal_name: str) -> None:
+    """Note the signal that interrupts the command (SIGINT unless said otherwise)."""
+    _interrupt["signal"] = signal_name
+
+
+def report_interrupt(message: str | None = None) -> None:
+    """Print the one line of an interruption, once: ``message``, or the signal and the hint."""
+    if _interrupt["reported"]:
+        return
+    _interrupt["reported"] = True
+    text = message or f"interrupted ({_interrupt['signal']}); {_interrupt['hint']}"
+    print(f"richlazy: {text}", file=sys.stderr)
 
 
 # -- failures -------------------------------------------------------------------------------

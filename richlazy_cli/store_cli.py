@@ -116,7 +116,7 @@ def store_ls(
             r["file"], r["state"], r["model"], r["action"], shape, str(r["done"]),
             str(r["failed"]), str(r["missing"]), r["created"] or "",
         )
-    console().print(table)
+    console(longest=max((len(r["file"]) for r in rows), default=0)).print(table)
 
 
 # -- show -----------------------------------------------------------------------------------

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import BadInput
 from ..models.params import jsonable
 from .data import REDUCTIONS, ResultFile, format_value, resolve_at
@@ -128,8 +130,8 @@ def _phase_axes(
     return (ax_x, ax_y) if ax_x is not None and ax_y is not None else None
 
 
-def _group(rf: ResultFile, dims: tuple[str, ...], used: tuple[str, ...], at: dict[str, int]
-           ) -> str | None:
+def _group(rf: ResultFile, dims: tuple[str, ...], used: tuple[str | None, ...],
+           at: dict[str, int]) -> str | None:
     """The first grid dimension (not seed) of the variable that is free to label lines."""
     for d in rf.grid_dims:
         if d in dims and d != "seed" and d not in used and d not in at and rf.ds.sizes[d] > 1:
@@ -169,8 +171,9 @@ def _plan_file(
         if kind == "curves" or (kind == "auto" and not has_method):
             cx = x if kind == "curves" and x is not None and x in dims else tdim
             if cx is not None:
-                plans.append(Plan("curves", rf, name,
-                                  {"x": cx, "group": _group(rf, dims, (cx,), at)}))
+                group = _group(rf, dims, (cx,), at)
+                panel = _group(rf, dims, (cx, group), at) if group is not None else None
+                plans.append(Plan("curves", rf, name, {"x": cx, "group": group, "panel": panel}))
         if kind == "lines" or (kind == "auto" and len(free) == 1 and not has_method):
             lx = x if x is not None and x in dims else (free[0] if len(free) == 1 else None)
             if lx is not None and lx in dims:
@@ -178,6 +181,19 @@ def _plan_file(
     if kind not in ("auto", "scaling") and not plans:
         raise BadInput(f"--kind {kind} does not apply to {rf.path.name}: " + _why(rf, kind))
     return plans
+
+
+def _all_failed(rf: ResultFile) -> str:
+    counts = rf.point_counts()
+    if counts["failed"]:
+        return (f"all {counts['total']} points failed ({counts['failed']} failed, "
+                f"{counts['missing']} not computed): nothing to draw")
+    return f"none of the {counts['total']} points was computed: nothing to draw"
+
+
+def _has_values(rf: ResultFile, name: str) -> bool:
+    values = np.asarray(rf.masked(name).values, dtype=float)
+    return bool(np.isfinite(values).any())
 
 
 def _why(rf: ResultFile, kind: str) -> str:
@@ -203,7 +219,7 @@ def changed_params(rf: ResultFile) -> tuple[dict[str, Any], bool]:
         from ..models.base import get_model
 
         defaults = get_model(rf.model).defaults()
-    except Exception:  # an unknown model, or one that fails to import: show everything
+    except BadInput:  # an unknown model, or one whose module fails to import: show everything
         return given, False
     return {k: v for k, v in given.items() if k not in defaults or jsonable(defaults[k]) != v}, True
 
@@ -252,7 +268,8 @@ def _draw(plan: Plan, at: dict[str, int], reduce: str, contours: bool) -> Drawn:
         return draw_phase(plan.rf, plan.var, a["x"], a["y"], at, reduce, contours)
     if plan.kind == "theory":
         return draw_theory(plan.rf, plan.var, a["x"], a["group"], at, reduce)
-    return draw_lines(plan.rf, plan.var, a["x"], a["group"], at, reduce, plan.kind)
+    return draw_lines(plan.rf, plan.var, a["x"], a["group"], at, reduce, plan.kind,
+                      a.get("panel"))
 
 
 def figure_name(stem: str, kind: str, var: str, fmt: str) -> str:
@@ -347,7 +364,8 @@ def build_report(
 
         {"inputs": [path, ...],
          "figures": [{"file", "kind", "var", "source", "caption", "stem", "missing"}, ...],
-         "variables": {stem: {var: {"min", "max", "argmin", "argmax", "long_name", "units"}}}}
+         "variables": {stem: {var: {"min", "max", "argmin", "argmax", "long_name", "units"}}},
+         "notes": ["<stem>: what was not drawn and why", ...]}
 
     (min/max as defined in :mod:`.summary`; theory figures add ``max_abs_diff``, scaling
     figures ``fits``.) Raises BadInput, before writing anything, on bad input.
@@ -373,12 +391,23 @@ def build_report(
         for rf in files
     }
     plans: list[Plan] = []
+    notes: dict[str, list[str]] = {rf.stem: [] for rf in files}
     for rf in files:
-        plans += _plan_file(rf, kind, names[rf.stem], x, y, ats[rf.stem])
+        if rf.all_failed:
+            notes[rf.stem].append(_all_failed(rf))
+            continue
+        drawable = []
+        for name in names[rf.stem]:
+            if _has_values(rf, name):
+                drawable.append(name)
+            else:
+                notes[rf.stem].append(f"{name} has no valid value (every point failed or is "
+                                      "non-finite): not drawn")
+        plans += _plan_file(rf, kind, drawable, x, y, ats[rf.stem])
     if kind == "scaling":
         for rf in files:
             _check_scaling(rf)
-    elif not plans:
+    elif not plans and not any(notes.values()):
         raise BadInput("nothing to draw: no variable has a grid, step, time or method dimension")
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -404,10 +433,11 @@ def build_report(
                 figures += _scaling_figures(rf, out_dir, fmt, fields[rf.stem])
 
     stats = {rf.stem: {v: variable_stats(rf, v) for v in names[rf.stem]} for rf in files}
-    summary = {"inputs": [str(p) for p in inputs], "figures": figures, "variables": stats}
+    summary = {"inputs": [str(p) for p in inputs], "figures": figures, "variables": stats,
+               "notes": [f"{stem}: {text}" for stem, texts in notes.items() for text in texts]}
     (out_dir / "summary.json").write_text(
         json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8"
     )
-    html = render_index([(rf, fields[rf.stem]) for rf in files], figures, stats, fmt)
+    html = render_index([(rf, fields[rf.stem]) for rf in files], figures, stats, fmt, notes)
     (out_dir / "index.html").write_text(html, encoding="utf-8")
     return summary
