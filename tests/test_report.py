@@ -1,4 +1,4 @@
-"""Tests of ``richlazy_cli.report`` (issue 5): figures, index.html and summary.json.
+"""Tests of ``richlazy_cli.report``: figures, index.html and summary.json.
 
 Every result file is written during the test session (by the store, following the schema of
 DESIGN.md §4); nothing binary is checked in.
