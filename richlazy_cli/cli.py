@@ -246,7 +246,11 @@ def sweep_cmd(
     ] = None,
     param: ParamOpt = None,
     config: ConfigOpt = None,
-    output: OutputOpt = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", metavar="OUT.h5",
+                     help="Result file (required: here or as the job file's \\[run] output)."),
+    ] = None,
     jobs: Annotated[int | None, _run_opt("jobs", "-j", metavar="N", default="all cores")] = None,
     backend: Annotated[Backend | None, _run_opt("backend", metavar=None, default="loky")] = None,
     scheduler: Annotated[str | None, _run_opt("scheduler", metavar="ADDRESS")] = None,
