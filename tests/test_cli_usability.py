@@ -112,27 +112,30 @@ def test_jobs_capped_at_the_number_of_chunks(tmp_path, toy_env, cli) -> None:
 
 
 # -- store ls -------------------------------------------------------------------------------
-def test_store_ls_recurses_shows_sweeps_in_progress_and_whole_names(tmp_path, toy_env) -> None:
+def test_store_ls_recurses_shows_sweeps_in_progress_and_whole_names(
+    tmp_path, toy_env, cli, monkeypatch
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)  # as in a pipe: no width given
     deep = tmp_path / "a-rather-long-folder-name-for-the-results-of-one-study" / "sub"
     deep.mkdir(parents=True)
     done = deep / "a-long-result-file-name-that-rich-would-cut-at-eighty-columns.h5"
-    result = run_process(*TOY4, "-o", done, "-q", env=toy_env)
+    result = cli(*TOY4, "-o", done, "-q", "--jobs", "1")
     assert result.code == 0, result.err
     parts = tmp_path / "running.h5.parts"  # a sweep in progress, as the engine leaves it
     parts.mkdir()
     manifest = {"model": "toy", "action": "solve", "params": {}, "grid": {"slope": "0,1,2"},
                 "shard": None}
     (parts / "manifest.json").write_text(json.dumps(manifest))
-    listing = run_process("store", "ls", tmp_path, "--json", env=toy_env)
+    listing = cli("store", "ls", tmp_path, "--json")
     assert listing.code == 0, listing.err
     rows = {Path(r["file"]).name: r for r in json.loads(listing.out)}
     assert rows[done.name]["state"] == "complete" and rows[done.name]["done"] == 4
     assert rows["running.h5"]["state"] == "in progress"
     assert rows["running.h5"]["missing"] == 3 and rows["running.h5"]["grid"] == {"slope": 3}
-    table = run_process("store", "ls", tmp_path, env=toy_env)
-    assert str(done) in table.out  # the whole path, on one line, though piped
+    table = cli("store", "ls", tmp_path)  # stdout is not a terminal here either
+    assert str(done) in table.out  # the whole path, on one line
     assert "in progress" in table.out
-    top = json.loads(run_process("store", "ls", tmp_path, "--top", "--json", env=toy_env).out)
+    top = json.loads(cli("store", "ls", tmp_path, "--top", "--json").out)
     assert [Path(r["file"]).name for r in top] == ["running.h5"]
 
 
@@ -309,12 +312,12 @@ def test_sigterm_while_assembling_keeps_the_parts(tmp_path, toy_env) -> None:
         assert int((ds["status"] == 0).sum()) == 4
 
 
-def test_sigterm_while_merging_writes_nothing(tmp_path, toy_env) -> None:
+def test_sigterm_while_merging_writes_nothing(tmp_path, toy_env, cli) -> None:
     grid = ["sweep", "solve", "toy", "-g", "slope=linspace(0,1,4)", "-p", "steps=1500000",
             "--jobs", "1", "-q"]
     shards = [tmp_path / f"s{k}.h5" for k in (1, 2)]
     for k, shard in enumerate(shards, start=1):
-        assert run_process(*grid, "-o", shard, "--shard", f"{k}/2", env=toy_env).code == 0
+        assert cli(*grid, "-o", shard, "--shard", f"{k}/2").code == 0
     merged = tmp_path / "merged" / "m.h5"
     merged.parent.mkdir()
     proc = _popen(["store", "merge", merged, *shards], toy_env, tmp_path / "err")
