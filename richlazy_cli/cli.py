@@ -1,38 +1,63 @@
-"""The ``richlazy`` command line: parse, validate, call the engine, print.
+"""The ``richlazy`` command line: collect what was typed, call the engine, print.
 
-Exit codes: 0 success; 1 the run finished but some points failed (listed); 2 bad input (one line
-on stderr, nothing written); 130 interrupted (finished chunks kept for ``--resume``).
+The merge of a job file with the options lives in the engine (:mod:`.engine.job`); choices
+are the engine's and the report's enumerations, so the command line cannot offer what the
+library does not do, or the reverse. The ``store`` subcommands are in :mod:`.store_cli`.
+
+Exit codes (:class:`.errors.ExitCode`): 0 success; 1 the run finished but some points failed
+(listed); 2 bad input (one line on stderr, nothing written); 3 an internal error (one line;
+``RICHLAZY_DEBUG=1`` shows the traceback); 130 interrupted by SIGINT or SIGTERM (one line;
+finished chunks kept for ``--resume``).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import signal
 import sys
+import threading
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
 import click
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from . import __version__
-from .models.params import BadInput
+from .cli_common import (
+    ConfigOpt,
+    ForceOpt,
+    JsonOpt,
+    ModelArg,
+    OutputOpt,
+    ParamOpt,
+    QuietOpt,
+    command_line,
+    console,
+    failures_table,
+    flag,
+    interrupted_by,
+    on_interrupt,
+    page_width,
+    print_json,
+    report_interrupt,
+    set_argv,
+)
+from .engine.job import RUN_OPTIONS, Action, Backend
+from .errors import BadInput, ExitCode
+from .report.build import ReportKind
+from .report.data import Reduction
+from .report.style import Format
+from .store_cli import store_app
 
 app = typer.Typer(
     name="richlazy",
     help="Batch simulations of lazy versus rich (feature-learning) training regimes.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
-store_app = typer.Typer(help="Inspect, verify and merge result files.", no_args_is_help=True)
 app.add_typer(store_app, name="store")
-
-out_console = Console(highlight=False, soft_wrap=True)
 
 
 def _click_classes(name: str) -> tuple[type[BaseException], ...]:
@@ -62,31 +87,13 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version.", metavar=""
+        ),
     ] = False,
 ) -> None:
     """richlazy: solve, train and sweep lazy/rich models; report on the results."""
-
-
-# -- shared option types --------------------------------------------------------------------
-ParamOpt = Annotated[
-    list[str] | None,
-    typer.Option("-p", "--param", help="NAME=VALUE; vectors 1,2 or JSON [[..]]. Repeatable."),
-]
-ConfigOpt = Annotated[Path | None, typer.Option("-c", "--config", help="TOML job file.")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Replace existing output.")]
-QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing but errors.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-ModelArg = Annotated[str | None, typer.Argument(help="Model name (see 'richlazy models').")]
-OutputOpt = Annotated[Path | None, typer.Option("-o", "--output", help="Result file (.h5).")]
-
-
-_argv: list[str] = []
-
-
-def _command_line() -> list[str]:
-    """The command as typed, recorded in every result file."""
-    return ["richlazy", *_argv]
 
 
 def _default_output(model: str, action: str) -> Path:
@@ -101,102 +108,85 @@ def _default_output(model: str, action: str) -> Path:
     return path
 
 
-def _failures_table(failures: list[dict[str, Any]]) -> Table:
-    table = Table(title=f"{len(failures)} failed point(s)")
-    table.add_column("point")
-    table.add_column("status")
-    table.add_column("message")
-    for f in failures[:50]:
-        point = ", ".join(f"{k}={v}" for k, v in f["point"].items()) or "(single run)"
-        table.add_row(
-            point, {1: "diverged", 2: "error"}.get(f["status"], str(f["status"])), f["message"]
+def _finish(outcome: Any, quiet: bool, as_json: bool, with_plan: bool = False) -> None:
+    """Print a run's outcome (a JSON object with --json) and exit with its code."""
+    if as_json:
+        print_json(
+            {
+                "path": str(outcome.path) if outcome.path is not None else None,
+                "exit_code": int(outcome.exit_code),
+                "counts": outcome.counts,
+                "failures": outcome.failures,
+                "message": outcome.message,
+                **({"plan": _plan_json(outcome.plan)} if with_plan else {}),
+            }
         )
-    return table
+    elif outcome.failures and outcome.exit_code != ExitCode.INTERRUPTED:
+        console(stderr=True).print(failures_table(outcome.failures))
+    if outcome.exit_code == ExitCode.INTERRUPTED:
+        report_interrupt(outcome.message)
+    elif outcome.message:
+        print(f"richlazy: {outcome.message}", file=sys.stderr)
+    if outcome.path is not None and not quiet and not as_json:
+        print(outcome.path)
+    if outcome.exit_code:
+        raise typer.Exit(int(outcome.exit_code))
+
+
+def _plan_json(plan: Any) -> dict[str, Any]:
+    return {
+        "points": plan.points,
+        "selected": plan.selected,
+        "pending": plan.pending,
+        "chunks": len(plan.chunks),
+        "chunk_size": plan.chunk_size,
+        "jobs": plan.jobs,
+        "workers": plan.workers,
+    }
 
 
 # -- models ---------------------------------------------------------------------------------
-@app.command("models")
-def models_cmd(as_json: JsonOpt = False) -> None:
-    """List every model, its actions and its parameters."""
-    from .models.base import all_models
+def _model_json(m: Any) -> dict[str, Any]:
+    return {
+        "name": m.name,
+        "summary": m.summary,
+        "actions": list(m.actions),
+        "params": [p.to_json() for p in m.params],
+    }
 
-    models = all_models()
+
+@app.command("models")
+def models_cmd(
+    name: Annotated[
+        str | None, typer.Argument(metavar="[MODEL]", help="One model (default: every model).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List every model (or one), its actions and its parameters."""
+    from rich.table import Table
+
+    from .models.base import all_models, get_model
+
+    models = [get_model(name)] if name else list(all_models().values())
     if as_json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "name": m.name,
-                        "summary": m.summary,
-                        "actions": list(m.actions),
-                        "params": [p.to_json() for p in m.params],
-                    }
-                    for m in models.values()
-                ],
-                indent=1,
-            )
-        )
+        print_json(_model_json(models[0]) if name else [_model_json(m) for m in models])
         return
-    for m in models.values():
+    out = console()
+    for m in models:
         table = Table(
             title=f"{m.name}  ({', '.join(m.actions)}): {m.summary}", title_justify="left"
         )
         for col in ("parameter", "type", "default", "unit", "range", "help"):
-            table.add_column(col)
+            table.add_column(col, no_wrap=col == "parameter")
         for p in m.params:
             d = p.to_json()
-            table.add_row(
-                d["name"], d["type"], json.dumps(d["default"]), d["unit"], d["range"], d["help"]
-            )
-        out_console.print(table)
+            default = "none" if d["default"] is None else str(d["default"])
+            table.add_row(d["name"], d["type"], default, d["unit"], d["range"], d["help"])
+        out.print(table)
 
 
 # -- solve / train --------------------------------------------------------------------------
-def _single(
-    action: str,
-    model: str | None,
-    params: list[str] | None,
-    config: Path | None,
-    output: Path | None,
-    force: bool,
-    quiet: bool,
-) -> None:
-    from .engine.job import Job, parse_assignments, read_job_file
-    from .engine.run import RunOptions, execute
-
-    job_file = read_job_file(config) if config else None
-    model_name = model or (job_file.model if job_file else None)
-    if not model_name:
-        raise BadInput("no model given (as argument or in the job file)")
-    if job_file and job_file.action and job_file.action != action:
-        raise BadInput(f"job file {config} is for action {job_file.action!r}, not {action!r}")
-    if job_file and job_file.grid:
-        raise BadInput(f"job file {config} has a [grid]; run it with 'richlazy sweep'")
-    given: dict[str, Any] = dict(job_file.params) if job_file else {}
-    given.update(parse_assignments(params or [], "-p"))
-    job = Job.build(model_name, action, given)
-    out = output or _default_output(job.model.name, action)
-    outcome = execute(
-        job, out, RunOptions(jobs=1, use_parts=False, force=force, quiet=True), _command_line()
-    )
-    _finish(outcome, quiet)
-
-
-def _finish(outcome: Any, quiet: bool) -> None:
-    if outcome.exit_code == 130:
-        print(f"richlazy: {outcome.message}", file=sys.stderr)
-        raise typer.Exit(130)
-    if outcome.failures:
-        Console(stderr=True).print(_failures_table(outcome.failures))
-    if outcome.message:
-        print(f"richlazy: {outcome.message}", file=sys.stderr)
-    if outcome.path is not None and not quiet:
-        print(outcome.path)
-    if outcome.exit_code:
-        raise typer.Exit(outcome.exit_code)
-
-
-def _single_command(action: str, doc: str) -> Any:
+def _single_command(action: Action, doc: str) -> Any:
     """The `solve` or `train` command: one configuration, run in this process."""
 
     def command(
@@ -206,8 +196,15 @@ def _single_command(action: str, doc: str) -> Any:
         output: OutputOpt = None,
         force: ForceOpt = False,
         quiet: QuietOpt = False,
+        as_json: JsonOpt = False,
     ) -> None:
-        _single(action, model, param, config, output, force, quiet)
+        from .engine.job import Request, prepare_single
+        from .engine.run import RunOptions, execute
+
+        job = prepare_single(action, Request(model=model, params=param or (), config=config))
+        out = output or _default_output(job.model.name, action)
+        opts = RunOptions(jobs=1, use_parts=False, force=force, quiet=True)
+        _finish(execute(job, out, opts, command_line()), quiet, as_json)
 
     command.__doc__ = doc
     return command
@@ -215,332 +212,155 @@ def _single_command(action: str, doc: str) -> Any:
 
 app.command("solve")(
     _single_command(
-        "solve", "Integrate a model's gradient flow (exact solutions where they exist)."
+        Action.SOLVE, "Integrate a model's gradient flow (exact solutions where they exist)."
     )
 )
-app.command("train")(_single_command("train", "Train a model by gradient descent (GD or SGD)."))
+app.command("train")(
+    _single_command(Action.TRAIN, "Train a model by gradient descent (GD or SGD).")
+)
 
 
 # -- sweep ----------------------------------------------------------------------------------
+def _run_opt(key: str, *names: str, metavar: str | None, default: str | None = None) -> Any:
+    """A sweep option declared in :data:`.engine.job.RUN_OPTIONS` (help and checks shared)."""
+    option = RUN_OPTIONS[key]
+    return typer.Option(
+        option.flag, *names, help=option.help, metavar=metavar, show_default=default or False
+    )
+
+
 @app.command("sweep")
 def sweep_cmd(
-    action: Annotated[str | None, typer.Argument(help="solve or train.")] = None,
-    model: Annotated[str | None, typer.Argument(help="Model name.")] = None,
+    action: Annotated[
+        Action | None, typer.Argument(metavar="ACTION", help="solve or train.")
+    ] = None,
+    model: ModelArg = None,
     grid: Annotated[
         list[str] | None,
         typer.Option(
             "-g",
             "--grid",
-            help="NAME=SPEC, e.g. tau=logspace(-1,0.3,17). Repeatable; order = dimension order.",
+            metavar="NAME=SPEC",
+            help="e.g. tau=logspace(-1,0.3,17). Repeatable; order = dimension order.",
         ),
     ] = None,
     param: ParamOpt = None,
     config: ConfigOpt = None,
-    output: OutputOpt = None,
-    jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", help="Workers (default: all cores).")
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", metavar="OUT.h5",
+                     help="Result file (required: here or as the job file's \\[run] output)."),
     ] = None,
-    backend: Annotated[str | None, typer.Option("--backend", help="loky, threads or dask.")] = None,
-    scheduler: Annotated[
-        str | None, typer.Option("--scheduler", help="Dask scheduler: tcp://HOST:PORT or 'local'.")
-    ] = None,
+    jobs: Annotated[int | None, _run_opt("jobs", "-j", metavar="N", default="all cores")] = None,
+    backend: Annotated[Backend | None, _run_opt("backend", metavar=None, default="loky")] = None,
+    scheduler: Annotated[str | None, _run_opt("scheduler", metavar="ADDRESS")] = None,
     worker_timeout: Annotated[
-        float | None, typer.Option("--worker-timeout", help="Seconds to wait for Dask workers.")
+        float | None, _run_opt("worker_timeout", metavar="S", default="60")
     ] = None,
-    chunk_size: Annotated[
-        int | None, typer.Option("--chunk-size", help="Points per vectorised call.")
-    ] = None,
-    shard: Annotated[
-        str | None, typer.Option("--shard", help="K/N: compute shard K of N (1-based).")
-    ] = None,
-    resume: Annotated[
-        bool, typer.Option("--resume", help="Continue an interrupted sweep.")
-    ] = False,
+    chunk_size: Annotated[int | None, _run_opt("chunk_size", metavar="N", default="auto")] = None,
+    shard: Annotated[str | None, _run_opt("shard", metavar="K/N")] = None,
+    resume: Annotated[bool, flag("--resume", help="Continue an interrupted sweep.")] = False,
     retry_failed: Annotated[
-        bool, typer.Option("--retry-failed", help="With --resume: recompute failed points.")
+        bool, flag("--retry-failed", help="With --resume: recompute failed points.")
     ] = False,
-    fail_fast: Annotated[
-        bool, typer.Option("--fail-fast", help="Stop at the first failed point.")
-    ] = False,
+    fail_fast: Annotated[bool, flag("--fail-fast", help=RUN_OPTIONS["fail_fast"].help)] = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the plan; compute nothing.")
+        bool, flag("--dry-run", help="Print the plan and an estimated time; write nothing.")
     ] = False,
     force: ForceOpt = False,
     quiet: QuietOpt = False,
-    max_points: Annotated[  # store safety hook: grid size limit
+    max_points: Annotated[
         int | None,
-        typer.Option("--max-points", help="Largest grid accepted (default 10,000,000)."),
+        typer.Option("--max-points", metavar="N",
+                     help="Largest grid accepted (default 10,000,000)."),
     ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Run solve or train across a parameter grid, in parallel, resumably."""
-    from .engine.grid import parse_shard, shard_from_env
-    from .engine.job import Job, parse_assignments, read_job_file
-    from .engine.run import RunOptions, execute
+    from .engine.job import Request, prepare_sweep
+    from .engine.run import execute
 
-    job_file = read_job_file(config) if config else None
-    jf_run = job_file.run if job_file else {}
-    action = action or (job_file.action if job_file else None)
-    if action not in ("solve", "train"):
-        raise BadInput(f"sweep action must be solve or train, got {action!r}")
-    if job_file and job_file.action and job_file.action != action:
-        raise BadInput(f"job file {config} is for action {job_file.action!r}, not {action!r}")
-    model_name = model or (job_file.model if job_file else None)
-    if not model_name:
-        raise BadInput("no model given (as argument or in the job file)")
-    given: dict[str, Any] = dict(job_file.params) if job_file else {}
-    given.update(parse_assignments(param or [], "-p"))
-    specs: dict[str, Any] = dict(job_file.grid) if job_file else {}
-    cli_specs = parse_assignments(grid or [], "-g")
-    seen: set[str] = set()
-    for name, spec in cli_specs:
-        if name in seen:
-            raise BadInput(f"grid dimension {name} is given twice")
-        seen.add(name)
-        specs[name] = spec
-    for name in list(given):  # a grid on the command line overrides a fixed value in the file
-        if name in seen and job_file and name in job_file.params:
-            del given[name]
-    if not specs:
-        raise BadInput("the grid is empty: give at least one -g NAME=SPEC")
-    out = output or (Path(jf_run["output"]) if "output" in jf_run else None)
-    if out is None:
-        raise BadInput("sweep needs an output file: -o OUT.h5")
-    shard_text = shard or jf_run.get("shard")
-    the_shard = parse_shard(str(shard_text)) if shard_text else shard_from_env(dict(os.environ))
-    opts = RunOptions(
-        jobs=jobs if jobs is not None else jf_run.get("jobs"),
-        backend=backend or jf_run.get("backend", "loky"),
-        scheduler=scheduler or jf_run.get("scheduler"),
-        worker_timeout=float(
-            worker_timeout if worker_timeout is not None else jf_run.get("worker_timeout", 60.0)
-        ),
-        chunk_size=chunk_size if chunk_size is not None else jf_run.get("chunk_size"),
-        shard=the_shard,
-        resume=resume,
-        retry_failed=retry_failed,
-        fail_fast=fail_fast or bool(jf_run.get("fail_fast", False)),
-        force=force,
-        dry_run=dry_run,
-        quiet=quiet,
+    given = {"jobs": jobs, "backend": backend, "scheduler": scheduler, "shard": shard,
+             "worker_timeout": worker_timeout, "chunk_size": chunk_size,
+             "output": str(output) if output else None, "fail_fast": fail_fast or None,
+             "max_points": max_points}
+    request = Request(action, model, param or (), grid or (), config, given)
+    job, out, opts = prepare_sweep(
+        request, resume=resume, retry_failed=retry_failed, force=force, dry_run=dry_run,
+        quiet=quiet or as_json,
     )
-    if opts.jobs is not None and opts.jobs < 1:
-        raise BadInput(f"--jobs {opts.jobs}: must be at least 1")
-    if opts.chunk_size is not None and opts.chunk_size < 1:
-        raise BadInput(f"--chunk-size {opts.chunk_size}: must be at least 1")
-    if opts.worker_timeout <= 0:
-        raise BadInput("--worker-timeout must be positive")
-    if opts.scheduler and opts.backend != "dask":
-        raise BadInput("--scheduler needs --backend dask")
-    from .engine.grid import DEFAULT_MAX_POINTS  # store safety hook: --max-points
+    on_interrupt(f"finished work kept in {out}.parts for --resume")
+    outcome = execute(job, out, opts, command_line())
+    if not dry_run:
+        _finish(outcome, quiet, as_json, with_plan=True)
+    elif as_json:
+        print_json({"plan": _plan_json(outcome.plan), "estimate": _estimate_json(outcome)})
+    else:
+        _print_dry_run(job, opts, outcome)
 
-    if max_points is not None and max_points < 1:
-        raise BadInput(f"--max-points {max_points}: must be at least 1")
-    limit = max_points or DEFAULT_MAX_POINTS
-    job = Job.build(model_name, action, given, list(specs.items()), limit)
-    outcome = execute(job, out, opts, _command_line())
-    if dry_run:
-        p = outcome.plan
-        shape = " x ".join(str(n) for n in job.grid.shape)
-        print(f"grid: {shape} = {p['points']} points")
-        if opts.shard:
-            print(f"shard {opts.shard}: {p['selected']} points")
-        print(
-            f"pending: {p['pending']} points in {len(p['chunks'])} chunks "
-            f"(chunk size {p['chunk_size']}, {p['workers']} worker(s))"
-        )
-        print(f"estimated work: {p['work']:.3g} units ({job.model.name} cost model)")
-        return
-    _finish(outcome, quiet)
+
+def _estimate_json(outcome: Any) -> dict[str, Any] | None:
+    e = outcome.estimate
+    if e is None:
+        return None
+    return {"seconds": e.seconds, "probe_seconds": e.probe_seconds,
+            "probe_points": e.probe_points, "workers": e.workers}
+
+
+def _print_dry_run(job: Any, opts: Any, outcome: Any) -> None:
+    p = outcome.plan
+    print(f"grid: {' x '.join(str(n) for n in job.grid.shape)} = {p.points} points")
+    if opts.shard:
+        print(f"shard {opts.shard}: {p.selected} points")
+    capped = f"; --jobs {p.jobs} capped at the number of chunks" if p.capped else ""
+    print(
+        f"pending: {p.pending} points in {len(p.chunks)} chunks "
+        f"(chunk size {p.chunk_size}, {p.workers} worker(s){capped})"
+    )
+    if outcome.estimate is not None:
+        print(f"estimated time: {outcome.estimate.describe()}")
 
 
 # -- report ---------------------------------------------------------------------------------
 @app.command("report")
 def report_cmd(
-    inputs: Annotated[list[Path], typer.Argument(help="Result files.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Output folder.")],
-    kind: Annotated[
-        str, typer.Option("--kind", help="auto, phase, curves, theory, scaling, neurons, "
-                          "partition or basin.")
-    ] = "auto",
+    inputs: Annotated[list[Path], typer.Argument(metavar="IN.h5...", help="Result files.")],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", metavar="DIR", help="Output folder.")
+    ],
+    kind: Annotated[ReportKind, typer.Option("--kind", help="What to draw.")] = ReportKind.AUTO,
     var: Annotated[
-        list[str] | None, typer.Option("--var", help="Variable to draw. Repeatable.")
+        list[str] | None,
+        typer.Option("--var", metavar="NAME", help="Variable to draw (default: all). Repeatable."),
     ] = None,
-    x: Annotated[str | None, typer.Option("--x", help="Dimension on the x axis.")] = None,
-    y: Annotated[str | None, typer.Option("--y", help="Dimension on the y axis.")] = None,
+    x: Annotated[str | None, typer.Option("--x", metavar="DIM", help="x-axis dimension.")] = None,
+    y: Annotated[str | None, typer.Option("--y", metavar="DIM", help="y-axis dimension.")] = None,
     at: Annotated[
-        list[str] | None, typer.Option("--at", help="DIM=VALUE selection. Repeatable.")
+        list[str] | None,
+        typer.Option("--at", metavar="DIM=VALUE", help="Select one value. Repeatable."),
     ] = None,
-    reduce: Annotated[str, typer.Option("--reduce", help="mean or median over seed.")] = "mean",
-    fmt: Annotated[str, typer.Option("--format", help="png, svg or pdf.")] = "png",
-    contours: Annotated[
-        bool, typer.Option("--contours", help="Contour lines on phase diagrams.")
-    ] = False,
+    reduce: Annotated[
+        Reduction, typer.Option("--reduce", help="Reduction over seed.")
+    ] = Reduction.MEAN,
+    fmt: Annotated[Format, typer.Option("--format", help="Figure format.")] = Format.PNG,
+    contours: Annotated[bool, flag("--contours", help="Contour lines on phase diagrams.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Turn result files into phase diagrams, learning curves and theory overlays."""
     from .engine.grid import split_assignment
     from .report import build_report, summary_table
 
-    if kind not in ("auto", "phase", "curves", "theory", "scaling", "neurons", "partition",
-                    "basin"):
-        raise BadInput(f"--kind {kind!r}: use auto, phase, curves, theory, scaling, neurons, "
-                       "partition or basin")
-    if fmt not in ("png", "svg", "pdf"):
-        raise BadInput(f"--format {fmt!r}: use png, svg or pdf")
-    if reduce not in ("mean", "median"):
-        raise BadInput(f"--reduce {reduce!r}: use mean or median")
     selections = dict(split_assignment(a, "--at") for a in (at or []))
+    on_interrupt(f"the report in {output} may be incomplete")
     summary = build_report(
-        list(inputs),
-        output,
-        kind=kind,
-        variables=var or None,
-        x=x,
-        y=y,
-        at=selections,
-        reduce=reduce,
-        fmt=fmt,
-        contours=contours,
+        list(inputs), output, kind=kind, variables=var or None, x=x, y=y, at=selections,
+        reduce=reduce, fmt=fmt, contours=contours,
     )
     if not quiet:
-        out_console.print(summary_table(summary))
+        console().print(summary_table(summary))
+        for note in summary.get("notes", []):
+            print(f"note: {note}")
         print(output / "index.html")
-
-
-# -- store ----------------------------------------------------------------------------------
-@store_app.command("ls")
-def store_ls(
-    folder: Annotated[Path, typer.Argument(help="Folder to list.")] = Path("results"),
-    as_json: JsonOpt = False,
-) -> None:
-    """One row per result file: model, action, grid shape, points done/failed/missing."""
-    from .engine.store import describe, is_hdf5
-
-    if not folder.is_dir():
-        raise BadInput(f"{folder} is not a folder")
-    rows = []
-    for path in sorted(folder.glob("*.h5")) + sorted(folder.glob("*.nc")):
-        if not is_hdf5(path):
-            rows.append({"file": str(path), "error": "not an HDF5 file"})
-            continue
-        try:
-            info = describe(path)
-        except BadInput as exc:
-            rows.append({"file": str(path), "error": str(exc)})
-            continue
-        attrs = info["attrs"]
-        rows.append(
-            {
-                "file": str(path),
-                "model": attrs.get("model"),
-                "action": attrs.get("action"),
-                "grid": {d: info["dims"][d] for d in info["grid"]},
-                **info["points"],
-                "created": attrs.get("created"),
-            }
-        )
-    if as_json:
-        print(json.dumps(rows, indent=1))
-        return
-    table = Table(title=f"{len(rows)} result file(s) in {folder}")
-    for col in ("file", "model", "action", "grid", "done", "failed", "missing", "created"):
-        table.add_column(col)
-    for r in rows:
-        if "error" in r:
-            table.add_row(r["file"], f"[red]{r['error']}[/red]", "", "", "", "", "", "")
-            continue
-        shape = " x ".join(f"{k}={v}" for k, v in r["grid"].items()) or "-"
-        table.add_row(
-            r["file"],
-            r["model"],
-            r["action"],
-            shape,
-            str(r["done"]),
-            str(r["failed"]),
-            str(r["missing"]),
-            r["created"],
-        )
-    out_console.print(table)
-
-
-@store_app.command("show")
-def store_show(
-    path: Annotated[Path, typer.Argument(help="Result file.")], as_json: JsonOpt = False
-) -> None:
-    """Dimensions, variables, parameters and provenance of a result file."""
-    from .engine.store import describe
-
-    info = describe(path)
-    if as_json:
-        print(json.dumps(info, indent=1))
-        return
-    attrs = info["attrs"]
-    out_console.print(
-        f"[bold]{path}[/bold]: {attrs.get('model')} {attrs.get('action')}, "
-        f"created {attrs.get('created')} on {attrs.get('host')}"
-    )
-    out_console.print("dimensions: " + ", ".join(f"{k}={v}" for k, v in info["dims"].items()))
-    pts = info["points"]
-    out_console.print(
-        f"points: {pts['done']} done, {pts['failed']} failed, {pts['missing']} missing "
-        f"of {pts['total']}"
-    )
-    table = Table(title="variables")
-    for col in ("name", "dims", "dtype", "long_name", "units"):
-        table.add_column(col)
-    for name, v in info["variables"].items():
-        table.add_row(name, ", ".join(v["dims"]), v["dtype"], v["long_name"], v["units"])
-    out_console.print(table)
-    ptable = Table(title="parameters")
-    ptable.add_column("name")
-    ptable.add_column("value")
-    grid = attrs.get("grid") or {}
-    for name, value in (attrs.get("params") or {}).items():
-        ptable.add_row(name, f"swept: {grid[name]}" if name in grid else json.dumps(value))
-    out_console.print(ptable)
-    for key in ("command", "richlazy_version", "git_commit", "git_dirty", "versions", "complete"):
-        if key in attrs:
-            value = attrs[key]
-            out_console.print(f"{key}: {value if isinstance(value, str) else json.dumps(value)}")
-
-
-@store_app.command("verify")
-def store_verify(path: Annotated[Path, typer.Argument(help="Result file.")]) -> None:
-    """Check schema and completeness; exit 1 with the reason when incomplete or unreadable."""
-    from .engine.store import verify
-
-    try:
-        problems = verify(path)
-    except BadInput as exc:
-        print(f"richlazy: {exc}", file=sys.stderr)
-        raise typer.Exit(1) from None
-    if problems:
-        print(f"richlazy: {path}: {'; '.join(problems)}", file=sys.stderr)
-        raise typer.Exit(1)
-    print(f"{path}: ok")
-
-
-@store_app.command("merge")
-def store_merge(
-    output: Annotated[Path, typer.Argument(help="Merged result file.")],
-    inputs: Annotated[list[Path], typer.Argument(help="Shard files.")],
-    force: ForceOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
-    """Merge shard files of one sweep into one result."""
-    from .engine.merge import merge_results
-    from .engine.store import point_counts
-
-    merged = merge_results(output, inputs, force, _command_line())
-    counts = point_counts(merged)
-    if not quiet:
-        print(output)
-    if counts["missing"]:
-        print(
-            f"richlazy: {output}: {counts['missing']} of {counts['total']} points still missing",
-            file=sys.stderr,
-        )
-        raise typer.Exit(1)
 
 
 # -- entry point ----------------------------------------------------------------------------
@@ -550,48 +370,106 @@ def _error(message: str, code: int) -> int:
 
 
 def _sigterm(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+    interrupted_by("SIGTERM")
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def _interrupted() -> int:
+    report_interrupt()
+    return int(ExitCode.INTERRUPTED)
+
+
+HELP_WIDTH = 140
+"""Columns of ``--help`` when stdout is not a terminal: every help text on one line."""
+
+
+def _wide_help() -> None:
+    """Lay typer's help out for a wide page when stdout is not a terminal."""
+    if page_width() is None:
+        return
+    try:
+        from typer import rich_utils
+    except ImportError:  # pragma: no cover - typer without rich
+        return
+    if rich_utils.MAX_WIDTH is None:
+        rich_utils.MAX_WIDTH = HELP_WIDTH
 
 
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code (never raises)."""
-    if threading_is_main():
-        signal.signal(signal.SIGTERM, _sigterm)
-    global _argv
-    _argv = list(sys.argv[1:] if argv is None else argv)
-    command = typer.main.get_command(app)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _sigterm) if main_thread else None
+    set_argv(sys.argv[1:] if argv is None else argv)
+    on_interrupt("nothing written")
+    _wide_help()
+    debug = bool(os.environ.get("RICHLAZY_DEBUG"))
+    saved_env = os.environ.get("PYTHONWARNINGS")
+    if not debug:  # stderr carries richlazy's lines only; worker processes inherit this
+        os.environ["PYTHONWARNINGS"] = "ignore"
     try:
-        code = command.main(args=argv, prog_name="richlazy", standalone_mode=False)
-        return code if isinstance(code, int) else 0
-    except BadInput as exc:
-        return _error(str(exc), 2)
-    except _EXITS as exc:
-        return int(exc.exit_code)
-    except _NO_ARGS as exc:  # bare `richlazy` or `richlazy store`: show the help
-        print(exc.format_message())
-        return 0
-    except _USAGE_ERRORS as exc:
-        return _error(" ".join(exc.format_message().split()), 2)
-    except (KeyboardInterrupt, *_ABORTS):
-        return _error("interrupted", 130)
-    except Exception as exc:  # a bug: one line, and a traceback only when asked for
-        from .engine.store import storage_error_line  # store safety hook: OS errors exit 2
+        with warnings.catch_warnings():
+            if not debug:
+                warnings.simplefilter("ignore")
+            return _main(argv, debug)
+    finally:
+        if main_thread and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if not debug:
+            if saved_env is None:
+                os.environ.pop("PYTHONWARNINGS", None)
+            else:
+                os.environ["PYTHONWARNINGS"] = saved_env
 
-        if (line := storage_error_line(exc)) is not None:
-            return _error(line, 2)
-        if os.environ.get("RICHLAZY_DEBUG"):
+
+def _bare_flags(command: Any) -> None:
+    """Show every boolean flag (``--help`` and the completion options too) without a
+    ``<bool>`` placeholder, in ``command`` and its subcommands."""
+    context_class = getattr(command, "context_class", click.Context)
+    help_option = command.get_help_option(context_class(command))
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _bare_flags(sub)
+
+
+def _main(argv: list[str] | None, debug: bool) -> int:
+    command = typer.main.get_command(app)
+    _bare_flags(command)
+    try:
+        try:
+            code = command.main(args=argv, prog_name="richlazy", standalone_mode=False)
+            if code == ExitCode.INTERRUPTED:  # typer turns KeyboardInterrupt into this, silently
+                return _interrupted()
+            return code if isinstance(code, int) else ExitCode.OK
+        except BadInput as exc:
+            return _error(str(exc), ExitCode.BAD_INPUT)
+        except _EXITS as exc:
+            if exc.exit_code == ExitCode.INTERRUPTED:
+                return _interrupted()
+            return int(exc.exit_code)
+        except _NO_ARGS as exc:  # bare `richlazy` or `richlazy store`: show the help
+            print(exc.format_message())
+            return ExitCode.OK
+        except _USAGE_ERRORS as exc:
+            return _error(" ".join(exc.format_message().split()), ExitCode.BAD_INPUT)
+        except _ABORTS:
+            return _interrupted()
+    except KeyboardInterrupt:  # also while a handler above was printing
+        return _interrupted()
+    except Exception as exc:  # a bug: one line, and a traceback only when asked for
+        from .engine.store import storage_error_line
+
+        if (line := storage_error_line(exc)) is not None:  # no space, read-only, ...
+            return _error(line, ExitCode.BAD_INPUT)
+        if debug:
             raise
         from .engine.chunk import describe_exception
 
         return _error(
-            f"internal error: {describe_exception(exc)} (set RICHLAZY_DEBUG=1 for a traceback)", 3
+            f"internal error: {describe_exception(exc)} (set RICHLAZY_DEBUG=1 for a traceback)",
+            ExitCode.INTERNAL,
         )
-
-
-def threading_is_main() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
 
 
 def main() -> None:

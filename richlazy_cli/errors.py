@@ -46,3 +46,21 @@ class ExitCode(enum.IntEnum):
     INTERNAL = 3
     """An unexpected error: a bug in richlazy or a model."""
     INTERRUPTED = 130
+
+
+def point_counts(status: object) -> dict[str, int]:
+    """How many points of a ``status`` array are done, failed and missing, and the total.
+
+    The one count of a result's points, shared by the store (``store ls``/``show``/``verify``),
+    the report and the CLI: ``done`` is :attr:`Status.OK`, ``failed`` is
+    :meth:`Status.failed`, ``missing`` is :attr:`Status.MISSING` (not computed yet).
+    """
+    import numpy as np
+
+    values = np.asarray(status)
+    return {
+        "total": int(values.size),
+        "done": int(np.sum(values == Status.OK)),
+        "failed": int(np.sum(Status.failed(values))),
+        "missing": int(np.sum(values == Status.MISSING)),
+    }

@@ -2,7 +2,8 @@
 
 ``toy`` draws a noisy line: y(step) = slope * step + scale * noise(seed), with knobs that make
 chosen points fail (``fail_at``), return non-finite values (``nan_at``), sleep (``sleep``, to
-catch a sweep mid-flight) or burn CPU (``work``, matrix products for the scaling bench).
+catch a sweep mid-flight), burn CPU (``work``, matrix products for the scaling bench) or make
+NumPy warn (``warn``). It reports progress half-way and at the end of each call.
 ``RICHLAZY_TOY_SLEEP`` (seconds per call) slows one process down without changing the sweep's
 parameters, so that a later ``--resume`` of the same sweep runs at full speed.
 """
@@ -42,6 +43,7 @@ class Toy(Model):
         Param("nan_at", "float", 1e300, "return NaN when slope equals this", batchable=True),
         Param("sleep", "float", 0.0, "seconds to sleep per call", low=0.0),
         Param("work", "int", 0, "size of matrix products to burn CPU with", low=0),
+        Param("warn", "bool", False, "divide by zero once, which NumPy warns about"),
     )
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         action: ({"slope": 1.0}, {"slope": 2.0, "scale": 0.2, "offset": [1.0, -1.0]},
@@ -66,9 +68,15 @@ class Toy(Model):
         y = slope[:, None] * np.arange(steps) + batch["scale"][:, None] * noise
         y = y[:, :, None] + batch["offset"][:, None, :]
         y[slope == batch["nan_at"]] = np.nan
+        if batch["warn"]:
+            np.ones(1) / np.zeros(1)  # a RuntimeWarning: it must not reach the CLI's stderr
+        if progress is not None:
+            progress(0.5)
         if batch["sleep"]:
             time.sleep(batch["sleep"])
         time.sleep(float(os.environ.get("RICHLAZY_TOY_SLEEP", "0")))
+        if progress is not None:
+            progress(1.0)
         if batch["work"]:
             m = rng(0, "work").standard_normal((batch["work"], batch["work"]))
             for _ in range(batch.size):

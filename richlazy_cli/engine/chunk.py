@@ -1,8 +1,9 @@
 """Computing one chunk of grid points: one vectorised model call, with failures isolated.
 
-This is the function the workers run. It receives plain parameter dicts (no large per-point
-arrays), calls the model once on the whole chunk with one BLAS thread, and, if that call
-raises, retries the points one by one so that a single bad point cannot sink its neighbours.
+:func:`compute_chunk` is the function the workers run, on a :class:`ChunkTask`. It receives
+plain parameter dicts (no large per-point arrays), calls the model once on the whole chunk with
+one BLAS thread, and, if that call raises, retries the points one by one so that a single bad
+point cannot sink its neighbours.
 A point whose model output holds non-finite numbers (outside variables whose ``nan_meaning``
 attribute says what NaN means there) is marked diverged.
 """
@@ -20,7 +21,7 @@ import xarray as xr
 from threadpoolctl import ThreadpoolController
 
 from ..errors import Status
-from ..models.base import Batch, Model, get_model
+from ..models.base import Batch, Model, Progress, get_model
 from .validate import PointChecker
 
 
@@ -110,30 +111,45 @@ def _non_finite(data: xr.Dataset) -> dict[int, str]:
     return bad
 
 
-def compute_chunk(
-    model_name: str,
-    action: str,
-    base: dict[str, Any],
-    points: list[dict[str, Any]],
-    indices: np.ndarray,
-    positions: list[tuple[int, ...]] | None = None,
-    retry_singly: bool = True,
-    checked: bool = False,
-) -> ChunkResult:
-    """Run ``model_name``'s ``action`` on ``base`` overlaid with each of ``points``.
+@dataclass(frozen=True)
+class ChunkTask:
+    """One chunk to compute: which model and action, and its points.
 
-    ``base`` holds every parameter (validated); ``points`` hold the grid values of each point
-    and ``positions`` its index along each grid dimension, with which the model's check runs
-    once per distinct case in the chunk (:class:`.validate.PointChecker`). With ``checked``,
-    ``points`` are already complete, checked parameter sets (the in-process route reuses the
-    validation done up front) and ``base`` and ``positions`` are not used.
+    ``points`` hold each point's grid values and ``positions`` its index along each grid
+    dimension, with which the model's check runs once per distinct case in the chunk
+    (:class:`.validate.PointChecker`). When ``checked``, ``points`` are already complete,
+    checked parameter sets (the in-process route reuses the validation done up front) and
+    ``positions`` is not used. The parameters shared by every point travel separately (see
+    :func:`compute_chunk`), so that a Dask cluster can receive them once.
     """
+
+    model: str
+    action: str
+    indices: np.ndarray
+    points: list[dict[str, Any]]
+    positions: list[tuple[int, ...]] | None = None
+    checked: bool = False
+    retry_singly: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.checked and self.positions is None:
+            raise ValueError("a ChunkTask of unchecked points needs their grid positions")
+
+
+def compute_chunk(
+    task: ChunkTask, base: dict[str, Any], progress: Progress | None = None
+) -> ChunkResult:
+    """Run ``task``'s model on ``base`` (every parameter, validated) overlaid with each point.
+
+    ``progress``, when given, is passed to the model, which calls it with the fraction of the
+    chunk's work done (the engine passes one only where the parent computes the chunk).
+    """
+    model_name, action, points, indices = task.model, task.action, task.points, task.indices
+    positions, retry_singly = task.positions, task.retry_singly
     model_cls = get_model(model_name)
     model = model_cls()
     checker = None
-    if not checked:
-        if positions is None:
-            raise ValueError("compute_chunk needs the points' grid positions to check them")
+    if not task.checked:
         checker = PointChecker(model_cls, action, base, list(points[0]) if points else [])
     size = len(points)
     status = np.zeros(size, dtype=np.int8)
@@ -148,7 +164,7 @@ def compute_chunk(
     data: xr.Dataset | None
     with one_blas_thread(model_cls):
         try:
-            data = model.run(action, configs(list(range(size))))
+            data = model.run(action, configs(list(range(size))), progress)
         except Exception as exc:
             if size == 1 or not retry_singly:
                 data = None

@@ -1,38 +1,147 @@
-"""What a run computes: model, action, parameters and grid, validated at the boundary.
+"""What a run computes and how: model, action, parameters, grid and run options, validated.
 
-Values come from a TOML job file (``-c``), then ``-p NAME=VALUE`` and ``-g NAME=SPEC`` on the
-command line, which override the file. Every point of the grid is validated before anything
-runs, so a bad combination is reported at once (exit 2) instead of as a failed point.
+Values come from a TOML job file (``-c``), then from the command line (``-p NAME=VALUE``,
+``-g NAME=SPEC`` and the run options such as ``--jobs``), which overrides the file; the merge
+is :func:`prepare_single` and :func:`prepare_sweep`, so the CLI only collects what was typed.
+The run options are declared once, with their types and checks (:data:`RUN_OPTIONS`), for the
+``[run]`` table and the command line alike. Every point of the grid is validated before
+anything runs, so a bad combination is reported at once (exit 2) instead of as a failed point.
 """
 
 from __future__ import annotations
 
+import enum
+import math
+import os
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..errors import BadInput
 from ..models.base import Model, get_model
-from ..models.params import BadInput
-from .grid import DEFAULT_MAX_POINTS, Grid, parse_grid, split_assignment
+from .grid import (
+    DEFAULT_MAX_POINTS,
+    Grid,
+    Shard,
+    parse_grid,
+    parse_shard,
+    shard_from_env,
+    split_assignment,
+)
 from .validate import PointChecker
 
 JOB_KEYS = {"action", "model", "params", "grid", "run"}
 KEEP_CHECKED = 200_000
 """Grids up to this many points keep their checked parameter sets in memory."""
-RUN_KEYS = {
-    "jobs",
-    "backend",
-    "scheduler",
-    "chunk_size",
-    "worker_timeout",
-    "shard",
-    "output",
-    "fail_fast",
+
+
+class Action(enum.StrEnum):
+    """What a model run does (``solve`` or ``train``)."""
+
+    SOLVE = "solve"
+    """Integrate the gradient flow (exact solutions where they exist)."""
+    TRAIN = "train"
+    """Train by gradient descent (GD or SGD)."""
+
+
+class Backend(enum.StrEnum):
+    """Where a sweep's chunks are computed (``--backend``)."""
+
+    LOKY = "loky"
+    """joblib's loky worker processes on this machine."""
+    THREADS = "threads"
+    """Threads of this process, BLAS held at one thread."""
+    DASK = "dask"
+    """A Dask cluster: a running scheduler, or a local cluster of --jobs processes."""
+
+
+@dataclass
+class RunOptions:
+    """How to run a job: the ``[run]`` table of a job file and the sweep's options."""
+
+    jobs: int | None = None
+    backend: Backend = Backend.LOKY
+    scheduler: str | None = None
+    worker_timeout: float = 60.0
+    chunk_size: int | None = None
+    shard: Shard | None = None
+    resume: bool = False
+    retry_failed: bool = False
+    fail_fast: bool = False
+    force: bool = False
+    dry_run: bool = False
+    quiet: bool = False
+    use_parts: bool = True
+
+
+def _at_least_one(value: Any) -> str | None:
+    return None if value >= 1 else "must be at least 1"
+
+
+def _positive_seconds(value: Any) -> str | None:
+    if not math.isfinite(value) or value <= 0:
+        return "must be a positive, finite number of seconds"
+    return None
+
+
+def _backend(value: Any) -> str | None:
+    return None if value in set(Backend) else f"use one of {', '.join(Backend)}"
+
+
+@dataclass(frozen=True)
+class RunOption:
+    """One run option: its ``[run]`` key, command-line flag, accepted type and check."""
+
+    key: str
+    flag: str
+    kind: type
+    help: str
+    check: Callable[[Any], str | None] | None = None
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` (as TOML gives it) has the option's type (no bool for numbers)."""
+        if isinstance(value, bool):
+            return self.kind is bool
+        if self.kind is float:
+            return isinstance(value, int | float)
+        return isinstance(value, self.kind)
+
+    def problem(self, value: Any) -> str | None:
+        if not self.accepts(value):
+            return f"expected {_KIND_NAMES[self.kind]}"
+        return self.check(value) if self.check is not None else None
+
+
+_KIND_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+RUN_OPTIONS: dict[str, RunOption] = {
+    o.key: o
+    for o in (
+        RunOption("jobs", "--jobs", int, "Workers (at most one per chunk).",
+                  _at_least_one),
+        RunOption("backend", "--backend", str, "Where chunks run.", _backend),
+        RunOption("scheduler", "--scheduler", str,
+                  "Dask scheduler: tcp://HOST:PORT, or 'local' for a cluster of --jobs workers."),
+        RunOption("worker_timeout", "--worker-timeout", float,
+                  "Seconds to wait for the Dask scheduler and its first worker.",
+                  _positive_seconds),
+        RunOption("chunk_size", "--chunk-size", int,
+                  "Points per vectorised call (auto: about four chunks per worker).",
+                  _at_least_one),
+        RunOption("shard", "--shard", str,
+                  "Compute shard K of N (1-based; in a SLURM array: its task id)."),
+        RunOption("output", "--output", str, "Result file (.h5)."),
+        RunOption("fail_fast", "--fail-fast", bool, "Stop at the first failed point."),
+        RunOption("max_points", "--max-points", int,
+                  f"Largest grid accepted (default {DEFAULT_MAX_POINTS:,}).", _at_least_one),
+    )
 }
+"""The run options, declared once: job files' ``[run]`` keys and the sweep's flags."""
+RUN_KEYS = set(RUN_OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -66,6 +175,16 @@ def read_job_file(path: Path) -> JobFile:
     bad_run = set(data.get("run", {})) - RUN_KEYS
     if bad_run:
         raise BadInput(f"job file {path}: unknown [run] option {sorted(bad_run)[0]!r}")
+    for key, value in data.get("run", {}).items():
+        problem = RUN_OPTIONS[key].problem(value)
+        if problem:
+            raise BadInput(f"job file {path}: [run] {key} = {_toml(value)}: {problem}")
+    for key, value in data.get("grid", {}).items():
+        if not isinstance(value, str | list) or (isinstance(value, list) and not value):
+            raise BadInput(
+                f"job file {path}: [grid] {key} = {_toml(value)}: expected a spec string such "
+                'as "linspace(0,1,5)" or a non-empty list of values'
+            )
     for key in ("action", "model"):
         if key in data and not isinstance(data[key], str):
             raise BadInput(f"job file {path}: {key} must be a string")
@@ -76,6 +195,15 @@ def read_job_file(path: Path) -> JobFile:
         grid=dict(data.get("grid", {})),
         run=dict(data.get("run", {})),
     )
+
+
+def _toml(value: Any) -> str:
+    """A value as it would be written in TOML (for messages)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return repr(value)
 
 
 @dataclass
@@ -96,7 +224,7 @@ class Job:
         action: str,
         params: Mapping[str, Any],
         grid_specs: Sequence[tuple[str, Any]] = (),
-        max_points: int = DEFAULT_MAX_POINTS,  # store safety hook: --max-points
+        max_points: int = DEFAULT_MAX_POINTS,
     ) -> Job:
         """Validate parameters (raw strings are parsed, other values coerced) and the grid."""
         model = get_model(model_name)
@@ -187,3 +315,109 @@ class Job:
 
 def parse_assignments(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
     return [split_assignment(item, flag) for item in items]
+
+
+# -- merging the job file with the command line ---------------------------------------------
+@dataclass(frozen=True)
+class Request:
+    """What the command line gave: the job file (``-c``) is read and merged by ``prepare_*``.
+
+    ``run`` maps :data:`RUN_OPTIONS` keys to the values of the flags that were given (typed
+    by the CLI, not yet checked); the flags that were not given are left out.
+    """
+
+    action: str | None = None
+    model: str | None = None
+    params: Sequence[str] = ()
+    grid: Sequence[str] = ()
+    config: Path | None = None
+    run: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _model_and_params(
+    req: Request, action: str | None, job_file: JobFile | None
+) -> tuple[str, str, dict[str, Any]]:
+    if job_file and job_file.action and action and job_file.action != action:
+        raise BadInput(
+            f"job file {req.config} is for action {job_file.action!r}, not {action!r}"
+        )
+    action = action or (job_file.action if job_file else None)
+    if action not in set(Action):
+        raise BadInput(f"the action must be solve or train, got {action!r}")
+    model = req.model or (job_file.model if job_file else None)
+    if not model:
+        raise BadInput("no model given (as argument or in the job file)")
+    given: dict[str, Any] = dict(job_file.params) if job_file else {}
+    given.update(parse_assignments(req.params, "-p"))
+    return str(action), model, given
+
+
+def prepare_single(action: str, req: Request) -> Job:
+    """The job of ``richlazy solve|train``: one configuration, no grid."""
+    job_file = read_job_file(req.config) if req.config else None
+    if job_file and job_file.grid:
+        raise BadInput(f"job file {req.config} has a [grid]; run it with 'richlazy sweep'")
+    action, model, given = _model_and_params(req, action, job_file)
+    return Job.build(model, action, given)
+
+
+def run_settings(req: Request, job_file: JobFile | None) -> dict[str, Any]:
+    """The run options: the command line's over the job file's, each checked once."""
+    settings = dict(job_file.run) if job_file else {}
+    for key, value in req.run.items():
+        if value is None:
+            continue
+        option = RUN_OPTIONS[key]
+        problem = option.problem(value)
+        if problem:
+            raise BadInput(f"{option.flag} {value}: {problem}")
+        settings[key] = value
+    return settings
+
+
+def prepare_sweep(
+    req: Request, env: Mapping[str, str] | None = None, **flags: bool
+) -> tuple[Job, Path, RunOptions]:
+    """The job, output and run options of ``richlazy sweep``, from the job file and flags.
+
+    ``flags`` are the command line's switches that no job file sets (``resume``,
+    ``retry_failed``, ``force``, ``dry_run``, ``quiet``); ``env`` is where a SLURM array
+    task's shard is read when none is given.
+    """
+    job_file = read_job_file(req.config) if req.config else None
+    action, model, given = _model_and_params(req, req.action, job_file)
+    specs: dict[str, Any] = dict(job_file.grid) if job_file else {}
+    seen: set[str] = set()
+    for name, spec in parse_assignments(req.grid, "-g"):
+        if name in seen:
+            raise BadInput(f"grid dimension {name} is given twice")
+        seen.add(name)
+        specs[name] = spec
+    for name in list(given):  # a grid on the command line overrides a fixed value in the file
+        if name in seen and job_file and name in job_file.params:
+            del given[name]
+    if not specs:
+        raise BadInput("the grid is empty: give at least one -g NAME=SPEC")
+    settings = run_settings(req, job_file)
+    if "output" not in settings:
+        raise BadInput("sweep needs an output file: -o OUT.h5")
+    backend = Backend(settings.get("backend", Backend.LOKY))
+    if settings.get("scheduler") and backend != Backend.DASK:
+        raise BadInput("--scheduler needs --backend dask")
+    shard_text = settings.get("shard")
+    shard = parse_shard(str(shard_text)) if shard_text else shard_from_env(
+        dict(os.environ if env is None else env)
+    )
+    opts = RunOptions(
+        jobs=settings.get("jobs"),
+        backend=backend,
+        scheduler=settings.get("scheduler"),
+        worker_timeout=float(settings.get("worker_timeout", 60.0)),
+        chunk_size=settings.get("chunk_size"),
+        shard=shard,
+        fail_fast=bool(settings.get("fail_fast", False)),
+        **flags,
+    )
+    job = Job.build(model, action, given, list(specs.items()),
+                    int(settings.get("max_points", DEFAULT_MAX_POINTS)))
+    return job, Path(settings["output"]), opts

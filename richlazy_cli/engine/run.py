@@ -1,14 +1,19 @@
-"""Running a job: chunking, dispatch over joblib (loky, threads, dask), parts, resume, shards.
+"""Running a job: planning, one executor loop over every backend, parts, resume, shards.
 
 The grid's pending points are cut into chunks of batch-compatible points (equal non-batchable
-parameters), each chunk one vectorised model call (:func:`chunk.compute_chunk`) with one BLAS
-thread. Worker processes (joblib's loky executor) or threads compute the chunks with back-
-pressure (a new chunk is submitted only when the parent has taken a finished one), and Dask
-clusters run them through joblib's dask backend; the parent writes each to the parts folder at
-once (on a background thread, overlapping the next chunk), then assembles the final file
-atomically and removes the folder. Determinism does not depend on any of this: a point's
-numbers depend only on its parameters (models draw random numbers from its ``seed``), so the
-data are bitwise identical for any worker count, chunk size, backend, shard split or resume.
+parameters), each chunk one vectorised model call (:func:`.chunk.compute_chunk` on a
+:class:`.chunk.ChunkTask`) with one BLAS thread. Every backend is a
+:class:`concurrent.futures.Executor` (:func:`open_route`): the parent itself
+(:class:`SerialExecutor`, for ``--jobs 1``), a thread pool, joblib's loky worker processes, or
+a Dask cluster through ``distributed.Client.get_executor``. One loop (:func:`bounded`) drives
+them all with back-pressure: a new chunk is submitted only when the parent has taken a
+finished one, so results never pile up in memory however fast the workers are. The parent
+writes each finished chunk to the parts folder at once (on a background thread, overlapping
+the next chunk), then assembles the final file atomically and removes the folder.
+
+Determinism does not depend on any of this: a point's numbers depend only on its parameters
+(models draw random numbers from its ``seed``), so the data are bitwise identical for any
+worker count, chunk size, backend, shard split or resume. See docs/engine.md.
 """
 
 from __future__ import annotations
@@ -18,59 +23,99 @@ import ctypes
 import itertools
 import math
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from joblib import Parallel, delayed, parallel_config
 from joblib.externals.loky import get_reusable_executor
 from threadpoolctl import threadpool_limits
 
-from ..models.params import BadInput, jsonable
+from ..errors import BadInput, ExitCode, Status, point_counts
+from ..models.base import Progress
+from ..models.params import jsonable
 from .assemble import Assembler
-from .chunk import ChunkResult, compute_chunk, load_native
+from .chunk import ChunkResult, ChunkTask, compute_chunk, load_native
 from .grid import Shard
-from .job import Job
-from .lock import output_lock  # store safety hook
-from .output import previous_status, stamp_manifest, start_point  # store safety hook
+from .job import Backend, Job, RunOptions
+from .lock import output_lock
+from .output import previous_status, stamp_manifest, start_point
 from .parts import PartsFolder, parts_path
 from .progress import Reporter
 from .store import provenance
 
-BACKENDS = ("loky", "threads", "dask")
+__all__ = ["Backend", "Plan", "RunOptions", "RunOutcome", "execute"]
+
+BACKENDS = tuple(b.value for b in Backend)
 MAX_AUTO_CHUNK = 256
 """Largest automatic chunk with worker processes: bounds the results in flight to the parent."""
 MAX_AUTO_CHUNK_IN_PROCESS = 4096
 """Largest automatic chunk when the parent computes (--jobs 1): nothing is in flight."""
 
 
-@dataclass
-class RunOptions:
-    jobs: int | None = None
-    backend: str = "loky"
-    scheduler: str | None = None
-    worker_timeout: float = 60.0
-    chunk_size: int | None = None
-    shard: Shard | None = None
-    resume: bool = False
-    retry_failed: bool = False
-    fail_fast: bool = False
-    force: bool = False
-    dry_run: bool = False
-    quiet: bool = False
-    use_parts: bool = True
+@dataclass(frozen=True)
+class Plan:
+    """What a run will compute: the points, their chunks and the workers that take them."""
+
+    points: int
+    """Points of the whole grid (1 for a single run)."""
+    selected: int
+    """Points of this shard (all of them without --shard)."""
+    pending: int
+    """Points still to compute (fewer than ``selected`` when resuming)."""
+    chunks: list[np.ndarray]
+    chunk_size: int
+    jobs: int
+    """Workers asked for (--jobs, default all cores)."""
+    workers: int
+    """Workers started: ``jobs``, but never more than there are chunks."""
+
+    @property
+    def capped(self) -> bool:
+        return self.workers < self.jobs
+
+    def note(self) -> str:
+        """One line on the workers, saying so when --jobs was capped at the chunk count."""
+        n = len(self.chunks)
+        text = f"{self.pending} points in {n} chunk{'s' if n != 1 else ''} on {self.workers} "
+        text += "worker" + ("s" if self.workers != 1 else "")
+        if self.capped:
+            text += f" (--jobs {self.jobs} capped at the number of chunks)"
+        return text
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A dry run's estimate of the wall time, from the model's cost and a timed probe."""
+
+    seconds: float
+    probe_seconds: float
+    probe_points: int
+    workers: int
+
+    def describe(self) -> str:
+        s = self.seconds
+        when = f"{s:.2g} s" if s < 90 else f"{s / 60:.2g} min" if s < 5400 else f"{s / 3600:.2g} h"
+        return (
+            f"≈ {when} on {self.workers} worker{'s' if self.workers != 1 else ''} "
+            f"(probe of {self.probe_points} point: {self.probe_seconds:.2g} s, "
+            "scaled by the model's cost)"
+        )
 
 
 @dataclass
 class RunOutcome:
     path: Path | None
-    exit_code: int
+    exit_code: ExitCode
     failures: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
-    plan: dict[str, Any] = field(default_factory=dict)
+    plan: Plan | None = None
+    estimate: Estimate | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    """Points done, failed, missing and in total (:func:`richlazy_cli.errors.point_counts`)."""
 
 
 def release_freed_arrays() -> None:
@@ -116,7 +161,35 @@ def manifest(job: Job, shard: Shard | None) -> dict[str, Any]:
     }
 
 
-# -- dispatch -------------------------------------------------------------------------------
+# -- executors ------------------------------------------------------------------------------
+class SerialExecutor(Executor):
+    """Computes each task in the calling thread, when it is submitted (``--jobs 1``)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as exc:  # handed to whoever takes the result, as a pool would
+            future.set_exception(exc)
+        return future
+
+
+@dataclass(frozen=True)
+class Route:
+    """An executor and how to feed it."""
+
+    executor: Executor
+    shared: Any
+    """The parameters every chunk shares: the dict itself, or its copy on a Dask cluster."""
+    ahead: int
+    """Chunks submitted and not yet taken, at most."""
+    in_process: bool
+    """Whether chunks are computed in this process (progress callbacks can reach the bar)."""
+
+
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 @contextlib.contextmanager
 def dask_client(scheduler: str | None, jobs: int, timeout: float) -> Iterator[Any]:
     """A dask.distributed client: a LocalCluster (``local``) or a running scheduler."""
@@ -160,74 +233,77 @@ def dask_client(scheduler: str | None, jobs: int, timeout: float) -> Iterator[An
             cluster.close()
 
 
-def dispatch(job: Job, chunks: list[np.ndarray], opts: RunOptions) -> Iterator[ChunkResult]:
-    """Compute chunks on the chosen backend, yielding results as they finish."""
-    base = job.base
-    args = (job.model.name, job.action)
-    jobs = opts.jobs or default_jobs()
-    if opts.backend == "loky" and (jobs == 1 or len(chunks) == 1):
-        for c in chunks:
-            checked = job.checked_values(c)
-            if checked is not None:
-                yield compute_chunk(*args, base, checked, c, checked=True)
-            else:
-                yield compute_chunk(*args, base, job.grid.points(c), c, job.grid.positions(c))
+@contextlib.contextmanager
+def open_route(job: Job, opts: RunOptions, workers: int) -> Iterator[Route]:
+    """The executor of ``opts.backend`` with ``workers`` workers, shut down on leaving.
+
+    Every route computes with one BLAS thread per worker: worker processes start with the
+    thread variables at 1 (and :func:`.chunk.compute_chunk` holds the limit), threads share
+    one process, which holds BLAS at one thread for the whole run.
+    """
+    if opts.backend != Backend.DASK and workers == 1:
+        yield Route(SerialExecutor(), job.base, ahead=1, in_process=True)
         return
     job.checked = None  # workers check their own points: free the up-front copies
-    if opts.backend != "threads":
+    if opts.backend != Backend.THREADS:
         release_freed_arrays()  # the parent only collects results: give them back when dropped
-    if opts.backend == "dask":
-        tasks = (
-            delayed(compute_chunk)(*args, base, job.grid.points(c), c, job.grid.positions(c))
-            for c in chunks
-        )
-        with dask_client(opts.scheduler, jobs, opts.worker_timeout):
-            # `scatter` ships the shared parameters (which may hold data matrices) once per
-            # worker instead of once per task.
-            with parallel_config(
-                backend="dask", scatter=[base], wait_for_workers_timeout=opts.worker_timeout
-            ):
-                yield from Parallel(n_jobs=-1, return_as="generator_unordered")(tasks)
+    if opts.backend == Backend.DASK:
+        with dask_client(opts.scheduler, workers, opts.worker_timeout) as client:
+            # the shared parameters (which may hold data matrices) go to each worker once,
+            # not once per task; `[base]`, since scattering a dict scatters its values
+            [shared] = client.scatter([job.base], broadcast=True)
+            running = max(1, len(client.scheduler_info().get("workers", {})))
+            executor = client.get_executor(pure=False)
+            yield Route(executor, shared, ahead=2 * running, in_process=False)
         return
-    if opts.backend == "threads":
+    if opts.backend == Backend.THREADS:
         # Threads share one process: hold BLAS at one thread for the whole run, so that no
         # worker leaving its own limit can hand another worker two BLAS threads mid-chunk;
         # the model's lazily loaded libraries first, so that the limit covers them too.
         load_native(job.model)
-        with threadpool_limits(limits=1), ThreadPoolExecutor(max_workers=jobs) as executor:
-            yield from bounded(executor, job, chunks, 2 * jobs)
+        with threadpool_limits(limits=1), ThreadPoolExecutor(max_workers=workers) as pool:
+            yield Route(pool, job.base, ahead=2 * workers, in_process=True)
         return
     one_thread = {name: "1" for name in _THREAD_VARIABLES}
-    executor = get_reusable_executor(max_workers=jobs, env=one_thread)
+    processes = get_reusable_executor(max_workers=workers, env=one_thread)
     try:
-        yield from bounded(executor, job, chunks, 2 * jobs)
+        yield Route(processes, job.base, ahead=2 * workers, in_process=False)
     except BaseException:  # interrupted, failed fast or failed: stop the workers now
-        executor.shutdown(wait=False, kill_workers=True)
+        processes.shutdown(wait=False, kill_workers=True)
         raise
 
 
-_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+def chunk_tasks(job: Job, chunks: Iterable[np.ndarray], in_process: bool) -> Iterator[ChunkTask]:
+    """One task per chunk; in this process, with the parameter sets checked up front."""
+    name, action = job.model.name, job.action
+    for c in chunks:
+        checked = job.checked_values(c) if in_process else None
+        if checked is not None:
+            yield ChunkTask(name, action, c, checked, checked=True)
+        else:
+            yield ChunkTask(name, action, c, job.grid.points(c), job.grid.positions(c))
 
 
 def bounded(
-    executor: Executor, job: Job, chunks: list[np.ndarray], ahead: int
+    route: Route,
+    tasks: Iterator[ChunkTask],
+    progress: Callable[[ChunkTask], Progress | None] | None = None,
 ) -> Iterator[ChunkResult]:
-    """Run chunks on ``executor`` with at most ``ahead`` of them submitted and unconsumed.
+    """Run ``tasks`` on the route's executor, at most ``route.ahead`` submitted and untaken.
 
     Back-pressure: a chunk is submitted only when the parent has taken a finished one, so
-    results never pile up in the parent when workers outpace it (joblib's ``Parallel``
-    dispatches on completion and would buffer them without bound).
+    results never pile up in the parent when workers outpace it. Results come in the order
+    they finish. ``progress(task)`` gives the callback a chunk computed in this process
+    reports its progress to.
     """
-    args = (job.model.name, job.action, job.base)
-    todo = iter(chunks)
-    pending: set[Future[Any]] = set()
+    pending: set[Future[ChunkResult]] = set()
 
     def submit(count: int) -> None:
-        for c in itertools.islice(todo, count):
-            points, positions = job.grid.points(c), job.grid.positions(c)
-            pending.add(executor.submit(compute_chunk, *args, points, c, positions))
+        for task in itertools.islice(tasks, count):
+            callback = progress(task) if progress is not None and route.in_process else None
+            pending.add(route.executor.submit(compute_chunk, task, route.shared, callback))
 
-    submit(ahead)
+    submit(route.ahead)
     try:
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -239,6 +315,17 @@ def bounded(
     finally:
         for future in pending:
             future.cancel()
+
+
+def dispatch(
+    job: Job, plan: Plan, opts: RunOptions, reporter: Reporter | None = None
+) -> Iterator[ChunkResult]:
+    """Compute the plan's chunks on the chosen backend, yielding results as they finish."""
+    progress = None
+    if reporter is not None:
+        progress = lambda task: reporter.chunk_progress(int(task.indices[0]), len(task.indices))  # noqa: E731
+    with open_route(job, opts, plan.workers) as route:
+        yield from bounded(route, chunk_tasks(job, plan.chunks, route.in_process), progress)
 
 
 # -- the run --------------------------------------------------------------------------------
@@ -284,47 +371,94 @@ class Collector:
             self.pool = None
 
 
-def plan(job: Job, opts: RunOptions, status: np.ndarray | None) -> dict[str, Any]:
+def make_plan(job: Job, opts: RunOptions, status: np.ndarray | None) -> Plan:
+    """The pending points of this run (its shard; on resume, those not done) in chunks."""
     size = max(job.grid.size, 1)
     indices = opts.shard.select(size) if opts.shard else np.arange(size)
     if status is None:
         pending = indices
     else:
-        todo = status[indices] < 0
+        todo = status[indices] == Status.MISSING
         if opts.retry_failed:
-            todo |= status[indices] > 0
+            todo |= Status.failed(status[indices])  # type: ignore[operator]
         pending = indices[todo]
-    workers = opts.jobs or default_jobs()
-    chunk_size = opts.chunk_size or auto_chunk_size(len(pending), workers)
+    jobs = opts.jobs or default_jobs()
+    chunk_size = opts.chunk_size or auto_chunk_size(len(pending), jobs)
     chunks = list(job.chunks(pending, chunk_size))
-    return {
-        "points": size,
-        "selected": len(indices),
-        "pending": len(pending),
-        "chunks": chunks,
-        "chunk_size": chunk_size,
-        "workers": workers,
-    }
+    return Plan(
+        points=size,
+        selected=len(indices),
+        pending=len(pending),
+        chunks=chunks,
+        chunk_size=chunk_size,
+        jobs=jobs,
+        workers=max(1, min(jobs, len(chunks))),
+    )
+
+
+PROBE_REPEAT_BELOW = 2.0
+"""A probe faster than this many seconds runs twice and the faster time counts, so that
+one-off costs of a first call (imports, compiling kernels) do not dominate the estimate."""
+
+
+def estimate(job: Job, plan: Plan) -> Estimate | None:
+    """Estimate the wall time of ``plan`` from one timed point and the model's cost.
+
+    The cheapest pending point (by :meth:`.Model.cost`) is computed here, alone; its time,
+    scaled by the total cost over its cost and divided among the workers, is the estimate.
+    Chunks vectorise several points per call, so a run is usually faster than this.
+    """
+    if not plan.chunks:
+        return None
+    pending = np.concatenate(plan.chunks)
+    kept = job.checked_values(pending)
+    values = kept if kept is not None else [job.values(int(i)) for i in pending]
+    costs = np.array([job.model.cost(v) for v in values], dtype=float)
+    cheapest = int(np.argmin(costs))
+    task = ChunkTask(
+        job.model.name, job.action, pending[cheapest : cheapest + 1], [values[cheapest]],
+        checked=True,
+    )
+    timings: list[float] = []
+    while len(timings) < 2:
+        start = time.perf_counter()
+        compute_chunk(task, job.base)
+        timings.append(time.perf_counter() - start)
+        if timings[0] >= PROBE_REPEAT_BELOW:
+            break
+    probe = min(timings)
+    scale = float(costs.sum()) / costs[cheapest] if costs[cheapest] > 0 else len(costs)
+    return Estimate(probe * scale / plan.workers, probe, 1, plan.workers)
+
+
+def _interrupted(exc: KeyboardInterrupt) -> str:
+    """The signal that stopped the run: SIGTERM when the CLI's handler says so, else SIGINT."""
+    return str(exc) if str(exc).startswith("SIG") else "SIGINT"
 
 
 def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOutcome:
-    """Run ``job`` into ``out``. Raises BadInput for bad options; returns the outcome."""
+    """Run ``job`` into ``out``. Raises BadInput for bad options; returns the outcome.
+
+    The flow: check the options; plan (a dry run stops here, with an estimate); open the
+    parts folder (:func:`_starting_point`) and read back what an earlier run finished;
+    compute the pending chunks (:func:`dispatch`), each taken by a :class:`Collector` into
+    the assembler and the parts folder; assemble and write the result atomically; remove
+    the parts folder. An interruption (SIGINT, or SIGTERM through the CLI) at any point
+    before the result is written keeps the parts folder for ``--resume``.
+    """
     if opts.backend not in BACKENDS:
         raise BadInput(f"--backend {opts.backend!r}: use one of {', '.join(BACKENDS)}")
     if opts.retry_failed and not opts.resume:
         raise BadInput("--retry-failed needs --resume")
     out = Path(out)
     man = manifest(job, opts.shard)
-    stamp_manifest(man, job)  # store safety hook: input files' SHA-256 and sweep fingerprint
+    stamp_manifest(man, job)  # input files' SHA-256 and the sweep's fingerprint
     size = max(job.grid.size, 1)
     if opts.dry_run:
         status = previous_status(out, man, size) if opts.resume else None
-        the_plan = plan(job, opts, status)
-        chunks = the_plan["chunks"]
-        the_plan["work"] = job.cost(np.concatenate(chunks)) if chunks else 0.0
-        return RunOutcome(None, 0, plan=the_plan)
-    # -- store safety hook: one writer per output for the whole run (engine/lock.py) --
-    with output_lock(out):
+        the_plan = make_plan(job, opts, status)
+        return RunOutcome(None, ExitCode.OK, plan=the_plan, estimate=estimate(job, the_plan))
+    with output_lock(out):  # one writer per output for the whole run (engine/lock.py)
         return _execute_locked(job, out, opts, command, man, size)
 
 
@@ -332,35 +466,34 @@ def _execute_locked(
     job: Job, out: Path, opts: RunOptions, command: list[str], man: dict[str, Any], size: int
 ) -> RunOutcome:
     """The run itself, holding the output's lock."""
-    # -- store safety hook: debris, --force/--resume checks, idempotent resume (output.py) --
+    # debris of killed runs, the --force and --resume checks, an idempotent resume (output.py)
     start = start_point(job, out, opts, man, command)
     if start.nothing_to_do:
-        return RunOutcome(None, 0, message=f"{out}: complete, nothing to do")
+        return RunOutcome(None, ExitCode.OK, message=f"{out}: complete, nothing to do")
     folder = start.folder
-    # -- end of hook --
     status = folder.status(size) if folder is not None and opts.resume else None
-    the_plan = plan(job, opts, status)
-    chunks = the_plan["chunks"]
+    the_plan = make_plan(job, opts, status)
     assembler = Assembler(job.model, job.grid)
     if folder is not None:
         for chunk in folder.read():
             assembler.add(chunk)
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
     stopped_early = False
     label = f"{job.model.name} {job.action}"
     collector = Collector(assembler, folder)
-    with Reporter(the_plan["pending"], label, quiet=opts.quiet) as reporter:
-        results = dispatch(job, chunks, opts)
+    note = the_plan.note() if job.grid.dims else ""
+    with Reporter(the_plan.pending, label, quiet=opts.quiet, note=note) as reporter:
+        results = dispatch(job, the_plan, opts, reporter)
         try:
             for result in results:
                 collector.add(result)
-                reporter.advance(len(result.indices))
-                if opts.fail_fast and np.any(result.status > 0):
+                reporter.advance(len(result.indices), key=int(result.indices[0]))
+                if opts.fail_fast and np.any(Status.failed(result.status)):
                     stopped_early = True
                     break
             collector.finish()  # the last chunk's errors surface here
-        except KeyboardInterrupt:
-            interrupted = True
+        except KeyboardInterrupt as exc:
+            interrupted = exc
         except BadInput:  # e.g. a swept parameter changes a model dimension's length
             collector.finish()
             if folder is not None:
@@ -372,21 +505,36 @@ def _execute_locked(
                 close()
             collector.finish()  # every finished chunk is on disk before anything else happens
     failures = assembler.failures()
-    if interrupted:
-        kept = int(np.sum(assembler.status >= 0))
+    if interrupted is None:
+        try:
+            attrs = provenance(job.model.name, job.action, job.recorded, job.grid.specs(), command)
+            attrs = start.attrs(attrs)  # the original provenance, history, inputs
+            if opts.shard:
+                attrs["shard"] = str(opts.shard)
+            ds = assembler.dataset(attrs)
+            start.finish(ds)  # inputs unchanged, the final write, atomic removal of the parts
+        except KeyboardInterrupt as exc:  # while assembling: the parts are still complete
+            interrupted = exc
+    counts = point_counts(assembler.status)
+    if interrupted is not None:
+        kept = counts["done"] + counts["failed"]
+        where = (
+            f"{kept} of {size} points kept in {parts_path(out)}; rerun with --resume to finish"
+            if folder is not None
+            else "nothing written"
+        )
         return RunOutcome(
             None,
-            130,
+            ExitCode.INTERRUPTED,
             failures,
-            f"interrupted: {kept} of {size} points kept in {parts_path(out)}; "
-            "rerun with --resume to finish",
+            f"interrupted ({_interrupted(interrupted)}): {where}",
+            plan=the_plan,
+            counts=counts,
         )
-    attrs = provenance(job.model.name, job.action, job.recorded, job.grid.specs(), command)
-    attrs = start.attrs(attrs)  # store safety hook: original provenance, history, inputs
-    if opts.shard:
-        attrs["shard"] = str(opts.shard)
-    ds = assembler.dataset(attrs)
-    start.finish(ds)  # store safety hook: inputs unchanged, final write, atomic parts removal
     if stopped_early:
-        return RunOutcome(out, 1, failures, "stopped at the first failure (--fail-fast)")
-    return RunOutcome(out, 1 if failures else 0, failures)
+        return RunOutcome(
+            out, ExitCode.FAILED_POINTS, failures, "stopped at the first failure (--fail-fast)",
+            plan=the_plan, counts=counts,
+        )
+    code = ExitCode.FAILED_POINTS if failures else ExitCode.OK
+    return RunOutcome(out, code, failures, plan=the_plan, counts=counts)

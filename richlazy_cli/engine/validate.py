@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..errors import BadInput
 from ..models.base import Model
-from ..models.params import BadInput
 
 _MISSING = object()
 MAX_RECORDS = 100_000

@@ -321,10 +321,14 @@ def _discover() -> None:
         if name.strip():
             try:
                 importlib.import_module(name.strip())
-            except ImportError as exc:
-                raise BadInput(f"RICHLAZY_MODELS: cannot import {name.strip()!r} ({exc})") from None
             except BadInput as exc:  # a model that breaks the contract (register)
                 raise BadInput(f"RICHLAZY_MODELS {name.strip()}: {exc}") from None
+            except Exception as exc:  # a syntax error or a failing import is the user's module
+                first = (str(exc).strip().splitlines() or [""])[0]
+                raise BadInput(
+                    f"RICHLAZY_MODELS: cannot import {name.strip()!r} "
+                    f"({type(exc).__name__}: {first})"
+                ) from None
 
 
 def all_models() -> dict[str, type[Model]]:

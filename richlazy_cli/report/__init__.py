@@ -1,4 +1,4 @@
-"""Figures and the HTML index built from result files (``richlazy report``, issue 5).
+"""Figures and the HTML index built from result files (``richlazy report``).
 
 :func:`build_report` turns result files into phase diagrams, learning curves, line plots and
 theory overlays (matplotlib, no display needed), a self-contained ``index.html`` and

@@ -7,7 +7,7 @@ variable of at least one input), ``--x``/``--y`` (a numeric dimension of at leas
 each ``--at DIM=VALUE`` (a dimension of at least one input, and a value on the grid of every
 input that has that dimension).
 
-What ``kind="auto"`` draws for each file and variable (issue 5, item 2):
+What ``kind="auto"`` draws for each file and variable:
 
 * **phase** — the file has two or more numeric grid dimensions besides ``seed`` (or ``--x``
   and ``--y`` are both given) and the variable has both axes;
@@ -23,6 +23,7 @@ Figures are named ``<stem>-<kind>-<var>.<fmt>``.
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import re
@@ -31,7 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..models.params import BadInput, jsonable
+import numpy as np
+
+from ..errors import BadInput
+from ..models.params import jsonable
 from . import kunin
 from .data import REDUCTIONS, ResultFile, format_value, resolve_at
 from .figures import Drawn, draw_lines, draw_phase, draw_theory
@@ -39,7 +43,22 @@ from .html import render_index
 from .style import FORMATS, save, style
 from .summary import variable_stats
 
-KINDS = ("auto", "phase", "curves", "theory", "scaling", "lines", *kunin.KINDS)
+
+class ReportKind(enum.StrEnum):
+    """What ``richlazy report --kind`` draws (see the module docstring)."""
+
+    AUTO = "auto"
+    PHASE = "phase"
+    CURVES = "curves"
+    THEORY = "theory"
+    LINES = "lines"
+    SCALING = "scaling"
+    NEURONS = "neurons"
+    PARTITION = "partition"
+    BASIN = "basin"
+
+
+KINDS = tuple(k.value for k in ReportKind)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]")
 
 
@@ -115,8 +134,8 @@ def _phase_axes(
     return (ax_x, ax_y) if ax_x is not None and ax_y is not None else None
 
 
-def _group(rf: ResultFile, dims: tuple[str, ...], used: tuple[str, ...], at: dict[str, int]
-           ) -> str | None:
+def _group(rf: ResultFile, dims: tuple[str, ...], used: tuple[str | None, ...],
+           at: dict[str, int]) -> str | None:
     """The first grid dimension (not seed) of the variable that is free to label lines."""
     for d in rf.grid_dims:
         if d in dims and d != "seed" and d not in used and d not in at and rf.ds.sizes[d] > 1:
@@ -159,8 +178,9 @@ def _plan_file(
         if kind == "curves" or (kind == "auto" and not has_method):
             cx = x if kind == "curves" and x is not None and x in dims else tdim
             if cx is not None:
-                plans.append(Plan("curves", rf, name,
-                                  {"x": cx, "group": _group(rf, dims, (cx,), at)}))
+                group = _group(rf, dims, (cx,), at)
+                panel = _group(rf, dims, (cx, group), at) if group is not None else None
+                plans.append(Plan("curves", rf, name, {"x": cx, "group": group, "panel": panel}))
         if kind == "lines" or (kind == "auto" and len(free) == 1 and not has_method):
             lx = x if x is not None and x in dims else (free[0] if len(free) == 1 else None)
             if lx is not None and lx in dims:
@@ -168,6 +188,19 @@ def _plan_file(
     if kind not in ("auto", "scaling") and not plans:
         raise BadInput(f"--kind {kind} does not apply to {rf.path.name}: " + _why(rf, kind))
     return plans
+
+
+def _all_failed(rf: ResultFile) -> str:
+    counts = rf.point_counts()
+    if counts["failed"]:
+        return (f"all {counts['total']} points failed ({counts['failed']} failed, "
+                f"{counts['missing']} not computed): nothing to draw")
+    return f"none of the {counts['total']} points was computed: nothing to draw"
+
+
+def _has_values(rf: ResultFile, name: str) -> bool:
+    values = np.asarray(rf.masked(name).values, dtype=float)
+    return bool(np.isfinite(values).any())
 
 
 def _why(rf: ResultFile, kind: str) -> str:
@@ -193,7 +226,7 @@ def changed_params(rf: ResultFile) -> tuple[dict[str, Any], bool]:
         from ..models.base import get_model
 
         defaults = get_model(rf.model).defaults()
-    except Exception:  # an unknown model, or one that fails to import: show everything
+    except BadInput:  # an unknown model, or one whose module fails to import: show everything
         return given, False
     return {k: v for k, v in given.items() if k not in defaults or jsonable(defaults[k]) != v}, True
 
@@ -215,7 +248,7 @@ def provenance_fields(rf: ResultFile) -> dict[str, str]:
         "grid": ", ".join(f"{k} = {v}" for k, v in rf.grid.items()) or "none (single run)",
     }
     if counts["total"]:
-        fields["points"] = (f"{counts['ok']} of {counts['total']} ok, {counts['failed']} failed, "
+        fields["points"] = (f"{counts['done']} of {counts['total']} ok, {counts['failed']} failed, "
                             f"{counts['missing']} not computed")
     fields["created"] = rf.created
     fields["source"] = str(rf.path)
@@ -244,7 +277,8 @@ def _draw(plan: Plan, at: dict[str, int], reduce: str, contours: bool) -> Drawn:
         return draw_phase(plan.rf, plan.var, a["x"], a["y"], at, reduce, contours)
     if plan.kind == "theory":
         return draw_theory(plan.rf, plan.var, a["x"], a["group"], at, reduce)
-    return draw_lines(plan.rf, plan.var, a["x"], a["group"], at, reduce, plan.kind)
+    return draw_lines(plan.rf, plan.var, a["x"], a["group"], at, reduce, plan.kind,
+                      a.get("panel"))
 
 
 def figure_name(stem: str, kind: str, var: str, fmt: str) -> str:
@@ -339,14 +373,15 @@ def build_report(
 
         {"inputs": [path, ...],
          "figures": [{"file", "kind", "var", "source", "caption", "stem", "missing"}, ...],
-         "variables": {stem: {var: {"min", "max", "argmin", "argmax", "long_name", "units"}}}}
+         "variables": {stem: {var: {"min", "max", "argmin", "argmax", "long_name", "units"}}},
+         "notes": ["<stem>: what was not drawn and why", ...]}
 
     (min/max as defined in :mod:`.summary`; theory figures add ``max_abs_diff``, scaling
     figures ``fits``.) Raises BadInput, before writing anything, on bad input.
     """
     at = dict(at or {})
     if kind not in KINDS:
-        raise BadInput(f"--kind {kind!r}: expected one of {', '.join(KINDS[:5])}")
+        raise BadInput(f"--kind {kind!r}: expected one of {', '.join(KINDS)}")
     if fmt not in FORMATS:
         raise BadInput(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
     if reduce not in REDUCTIONS:
@@ -365,12 +400,23 @@ def build_report(
         for rf in files
     }
     plans: list[Plan] = []
+    notes: dict[str, list[str]] = {rf.stem: [] for rf in files}
     for rf in files:
-        plans += _plan_file(rf, kind, names[rf.stem], x, y, ats[rf.stem])
+        if rf.all_failed:
+            notes[rf.stem].append(_all_failed(rf))
+            continue
+        drawable = []
+        for name in names[rf.stem]:
+            if _has_values(rf, name):
+                drawable.append(name)
+            else:
+                notes[rf.stem].append(f"{name} has no valid value (every point failed or is "
+                                      "non-finite): not drawn")
+        plans += _plan_file(rf, kind, drawable, x, y, ats[rf.stem])
     if kind == "scaling":
         for rf in files:
             _check_scaling(rf)
-    elif not plans:
+    elif not plans and not any(notes.values()):
         raise BadInput("nothing to draw: no variable has a grid, step, time or method dimension")
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -396,10 +442,11 @@ def build_report(
                 figures += _scaling_figures(rf, out_dir, fmt, fields[rf.stem])
 
     stats = {rf.stem: {v: variable_stats(rf, v) for v in names[rf.stem]} for rf in files}
-    summary = {"inputs": [str(p) for p in inputs], "figures": figures, "variables": stats}
+    summary = {"inputs": [str(p) for p in inputs], "figures": figures, "variables": stats,
+               "notes": [f"{stem}: {text}" for stem, texts in notes.items() for text in texts]}
     (out_dir / "summary.json").write_text(
         json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8"
     )
-    html = render_index([(rf, fields[rf.stem]) for rf in files], figures, stats, fmt)
+    html = render_index([(rf, fields[rf.stem]) for rf in files], figures, stats, fmt, notes)
     (out_dir / "index.html").write_text(html, encoding="utf-8")
     return summary

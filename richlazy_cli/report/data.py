@@ -12,11 +12,15 @@ Reductions used by the figures (never by ``summary.json``, see :mod:`.summary`):
 * ``seed`` is reduced with a nan-aware mean or median, so a seed that failed at one point is
   left out at that point only; a point where every seed failed stays missing.
 * every other dimension not on a figure's axes is taken at its ``--at`` value, else at its last
-  value for ``step``/``time`` and at its first value for anything else.
+  value for ``step``/``time`` and at its first value for a grid dimension or ``method``;
+* a model dimension that holds the components of a vector, or the members of a set (``dim``,
+  ``output``, ``neuron``, ``teacher``...), is reduced to the Euclidean norm over it, which the
+  caption says ("Euclidean norm over dim"): a researcher reads ``‖w‖``, not ``w_0``.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -26,11 +30,21 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..models.params import BadInput
+from ..errors import BadInput, Status, point_counts
 
 TIME_DIMS = ("step", "time")
 BOOKKEEPING = ("status", "elapsed")
-REDUCTIONS = ("mean", "median")
+ECHOED = ("alpha",)
+"""Variables that are functions of the parameters alone, recorded for reference."""
+COMPONENT_NORM = "Euclidean norm"
+class Reduction(enum.StrEnum):
+    """How ``seed`` is reduced in figures (``--reduce``)."""
+
+    MEAN = "mean"
+    MEDIAN = "median"
+
+
+REDUCTIONS = tuple(r.value for r in Reduction)
 
 
 def _json(ds: xr.Dataset, name: str, default: Any) -> Any:
@@ -76,7 +90,7 @@ class ResultFile:
         params = _json(ds, "params", {}) or {}
         ok = None
         if "status" in ds.variables:  # over the grid dims; a 0-d status for a single run
-            ok = ds["status"] == 0
+            ok = ds["status"] == Status.OK
         return cls(
             path=path,
             stem=stem or path.stem,
@@ -112,29 +126,49 @@ class ResultFile:
             if d != "seed" and self.is_numeric(d) and self.ds.sizes[d] > 1
         ]
 
+    def is_bookkeeping(self, name: str) -> bool:
+        """Whether a variable records how the run went or echoes its set-up, not a result.
+
+        ``status`` and ``elapsed``; a model coordinate's per-point values (``time_values``);
+        a variable named like a coordinate (``time``, ``step``) or like one of the model's
+        parameters (a parameter echoed as a variable, e.g. a swept ``t_max``); and
+        :data:`ECHOED`, functions of the parameters alone (two-layer's layer ratio
+        ``alpha(tau, delta)``). None of them is drawn unless asked for with ``--var``.
+        """
+        return (
+            name in BOOKKEEPING
+            or name.endswith("_values")
+            or name in TIME_DIMS
+            or name in self.ds.coords
+            or name in self.params
+            or name in self.grid
+            or name in ECHOED
+        )
+
     @property
     def variables(self) -> list[str]:
-        """Numeric data variables other than the bookkeeping ``status`` and ``elapsed``."""
+        """Numeric data variables that are results (see :meth:`is_bookkeeping`)."""
         return [
             str(name) for name, item in self.ds.data_vars.items()
-            if name not in BOOKKEEPING
+            if not self.is_bookkeeping(str(name))
             and (np.issubdtype(item.dtype, np.number) or item.dtype == bool)
         ]
+
+    @property
+    def all_failed(self) -> bool:
+        """Whether the file has grid points and not one of them computed normally."""
+        counts = self.point_counts()
+        return counts["total"] > 0 and counts["done"] == 0
 
     def time_dim(self, name: str) -> str | None:
         dims = self.ds[name].dims
         return next((d for d in TIME_DIMS if d in dims), None)
 
     def point_counts(self) -> dict[str, int]:
+        """Points done, failed and missing (:func:`richlazy_cli.errors.point_counts`)."""
         if "status" not in self.ds.variables:
-            return {"total": 0, "ok": 0, "failed": 0, "missing": 0}
-        status = np.asarray(self.ds["status"].values)
-        return {
-            "total": int(status.size),
-            "ok": int(np.sum(status == 0)),
-            "failed": int(np.sum(status > 0)),
-            "missing": int(np.sum(status < 0)),
-        }
+            return {"total": 0, "done": 0, "failed": 0, "missing": 0}
+        return point_counts(self.ds["status"].values)
 
     # -- data -------------------------------------------------------------------------------
     def masked(self, name: str) -> xr.DataArray:
@@ -148,10 +182,22 @@ class ResultFile:
         return da.where(np.isfinite(da))
 
 
-def label(item: xr.DataArray | xr.Variable, fallback: str) -> str:
-    """``long_name [units]`` (or the name alone) for an axis or colour bar."""
+def label(item: xr.DataArray | xr.Variable, fallback: str, math: bool = False) -> str:
+    """``long_name [units]`` (or the name alone) for an axis, a colour bar or a caption.
+
+    With ``math`` (axes and colour bars), plain-text mathematics in the long name is typeset
+    (:func:`.mathtext.to_mathtext`) and a name that is a Greek letter leads as its symbol:
+    ``$\\tau$: overall scale ...``.
+    """
+    from .mathtext import symbol, to_mathtext
+
     name = str(item.attrs.get("long_name") or fallback)
     units = str(item.attrs.get("units") or "")
+    if math:
+        sym = symbol(fallback)
+        name = to_mathtext(name)
+        if sym is not None:
+            name = sym if name == fallback else f"{sym}: {name}"
     return f"{name} [{units}]" if units and units not in ("1", "") else name
 
 
@@ -220,11 +266,16 @@ def select(
             n = da.sizes["seed"]
             da = reduce_seed(da, reduce)
             notes.append(f"{reduce} over {n} seed{'s' if n != 1 else ''}")
-        else:
+        elif dim in TIME_DIMS or dim in rf.grid or dim == "method":
             index = -1 if dim in TIME_DIMS else 0
             da = da.isel({dim: index})
             value = format_value(da[dim].values) if dim in da.coords else str(index)
             notes.append(f"{dim} = {value}" + (" (last)" if index == -1 else ""))
+        else:  # a model dimension of a vector or set (dim, output, neuron): its norm
+            attrs = dict(da.attrs)
+            da = np.sqrt((da * da).sum(dim, skipna=False))
+            da.attrs = attrs
+            notes.append(f"{COMPONENT_NORM} over {dim}")
     return da, notes
 
 

@@ -23,9 +23,11 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from .data import ResultFile, format_value, is_log_spaced, label, reduce_seed, select
+from .mathtext import symbol
 from .style import (
     MISSING_FACE,
     MISSING_HATCH,
+    WIDTH,
     edges,
     is_magnitude,
     new_figure,
@@ -68,7 +70,9 @@ def _coord(da: xr.DataArray, dim: str) -> np.ndarray:
 
 
 def _coord_label(rf: ResultFile, dim: str) -> str:
-    return label(rf.ds[dim], dim) if dim in rf.ds.coords else dim
+    if dim in rf.ds.coords:
+        return label(rf.ds[dim], dim, math=True)
+    return symbol(dim) or dim
 
 
 def _sorted(da: xr.DataArray, *dims: str) -> xr.DataArray:
@@ -128,7 +132,7 @@ def draw_phase(
     ax.set_xlabel(_fill(_coord_label(rf, x), X_CHARS))
     ax.set_ylabel(_fill(_coord_label(rf, y), Y_CHARS))
     bar = fig.colorbar(mesh, ax=ax)
-    bar.set_label(_fill(label(rf.ds[name], name), Y_CHARS))
+    bar.set_label(_fill(label(rf.ds[name], name, math=True), Y_CHARS))
     if contours and z.count() >= 4 and min(z.shape) >= 2 and z.min() < z.max():
         levels: Any = 5
         if norm.__class__.__name__ == "LogNorm":
@@ -213,17 +217,23 @@ def draw_lines(
     at: dict[str, int],
     reduce: str,
     kind: str,
+    panel: str | None = None,
 ) -> Drawn:
-    """``name`` against ``x``, one line per value of ``group``, a band over seeds.
+    """``name`` against ``x``, one line per value of ``group``, one panel per value of
+    ``panel``, a band over seeds.
 
     ``x`` is ``step``/``time`` for learning curves and a grid dimension for line plots. With a
     ``seed`` dimension the line is the mean with a ±1 standard-deviation band (sample standard
     deviation, ddof = 1, over the seeds that did not fail), or the median with the
-    inter-quartile band for ``reduce="median"``. Missing values leave gaps.
+    inter-quartile band for ``reduce="median"``. Missing values leave gaps. A grid with a
+    second free dimension (``panel``) gets one panel per value (thinned to at most
+    :data:`SHOWN_LINES`), so that every slice is drawn, not only the first.
     """
-    keep = tuple(d for d in (x, group, "seed") if d is not None and not (d == "seed" and d in at))
+    keep = tuple(
+        d for d in (x, group, panel, "seed") if d is not None and not (d == "seed" and d in at)
+    )
     da, notes = select(rf, rf.masked(name), keep, at, reduce)
-    da = _thin(_sorted(da, x), group)
+    da = _thin(_thin(_sorted(da, x), group), panel)
     centre, lo, hi = _centre_band(da, reduce)
     if "seed" in da.dims:
         n = da.sizes["seed"]
@@ -233,35 +243,56 @@ def draw_lines(
     xs = _coord(centre, x).astype(float)
 
     values = _group_values(centre, group)
-    fig = new_figure(height=_height(len(values) if group is not None else 0))
-    ax = fig.add_subplot()
-    if logx:
-        ax.set_xscale("log", nonpositive="mask")
-    floor = _floor(np.asarray(centre.values, dtype=float))
-    palette = colormaps["viridis"](np.linspace(0.0, 0.9, max(len(values), 1)))
-    for i, value in enumerate(values):
-        colour = palette[i] if group is not None else "C0"
-        line_label = None if group is None else f"{group} = {_short(value)}"
-        ys = _pick(centre, group, i)
-        ax.plot(xs, ys, color=colour, label=line_label, marker="o" if xs.size < 20 else None,
-                markersize=2.5)
-        low, high = _pick(lo, group, i), _pick(hi, group, i)
-        if low is not None and high is not None:
-            if floor is not None:  # log axis: a band reaching <= 0 is cut at the lowest line
-                low = np.maximum(low, floor)
-            ax.fill_between(xs, low, high, color=colour, alpha=0.25, linewidth=0)
+    panels = _group_values(centre, panel)
+    columns = min(len(panels), 3)
+    rows = -(-len(panels) // columns)
+    fig = new_figure(
+        height=_height(len(values) if group is not None else 0) + 2.0 * (rows - 1),
+        width=WIDTH * (1.0 if columns == 1 else 0.75 * columns),
+    )
+    axes = fig.subplots(rows, columns, squeeze=False, sharex=True, sharey=True).ravel()
+    for extra in axes[len(panels):]:
+        extra.set_visible(False)
     all_values = np.asarray(centre.values, dtype=float)
-    if wants_log(all_values):
-        ax.set_yscale("log", nonpositive="mask")
-    ax.set_xlabel(_fill(_coord_label(rf, x), X_CHARS))
-    ax.set_ylabel(_fill(label(rf.ds[name], name), Y_CHARS))
+    floor = _floor(all_values)
+    palette = colormaps["viridis"](np.linspace(0.0, 0.9, max(len(values), 1)))
+    for k, (ax, panel_value) in enumerate(zip(axes, panels, strict=False)):
+        c = centre if panel is None else centre.isel({panel: k})
+        low_k = lo if lo is None or panel is None else lo.isel({panel: k})
+        high_k = hi if hi is None or panel is None else hi.isel({panel: k})
+        if logx:
+            ax.set_xscale("log", nonpositive="mask")
+        for i, value in enumerate(values):
+            colour = palette[i] if group is not None else "C0"
+            line_label = None if group is None else f"{group} = {_short(value)}"
+            ys = _pick(c, group, i)
+            ax.plot(xs, ys, color=colour, label=line_label,
+                    marker="o" if xs.size < 20 else None, markersize=2.5)
+            low, high = _pick(low_k, group, i), _pick(high_k, group, i)
+            if low is not None and high is not None:
+                if floor is not None:  # log axis: a band reaching <= 0 is cut at the lowest
+                    low = np.maximum(low, floor)
+                ax.fill_between(xs, low, high, color=colour, alpha=0.25, linewidth=0)
+        if wants_log(all_values):
+            ax.set_yscale("log", nonpositive="mask")
+        if panel is not None:
+            ax.set_title(f"{panel} = {_short(panel_value)}", fontsize=7)
+        if k % columns == 0:
+            ax.set_ylabel(_fill(label(rf.ds[name], name, math=True), Y_CHARS))
+        if k >= len(panels) - columns:
+            ax.set_xlabel(_fill(_coord_label(rf, x), X_CHARS))
     if group is not None:
-        _legend(fig, *ax.get_legend_handles_labels())
-    _title(ax, name, notes)
+        _legend(fig, *axes[0].get_legend_handles_labels())
+    if panel is None:
+        _title(axes[0], name, notes)
+    else:
+        fig.suptitle(_fill(name if not notes else f"{name}: " + ", ".join(notes),
+                           TITLE_CHARS * columns), fontsize=7)
+        notes.append(f"one panel per {panel}")
     missing = int(np.sum(~np.isfinite(all_values)))
     what = "learning curve" if kind == "curves" else "line plot"
     return Drawn(fig, f"{what} of {label(rf.ds[name], name)} against {x}", notes, missing,
-                 {"x": x, "lines": group})
+                 {"x": x, "lines": group, "panels": panel})
 
 
 # -- theory overlays ------------------------------------------------------------------------
@@ -325,7 +356,7 @@ def draw_theory(
     if wants_log(np.asarray(da.values, dtype=float)):
         ax.set_yscale("log", nonpositive="mask")
     ax.set_xlabel(_fill(_coord_label(rf, x), X_CHARS))
-    ax.set_ylabel(_fill(label(rf.ds[name], name), Y_CHARS))
+    ax.set_ylabel(_fill(label(rf.ds[name], name, math=True), Y_CHARS))
     handles, labels = ax.get_legend_handles_labels()
     if reference in labels:  # the exact line last
         k = labels.index(reference)

@@ -62,8 +62,10 @@ def render_index(
     figures: list[dict[str, Any]],
     variables: dict[str, dict[str, dict[str, Any]]],
     fmt: str,
+    notes: dict[str, list[str]] | None = None,
 ) -> str:
-    """The HTML page; ``files`` pairs each input with its provenance fields (label -> text)."""
+    """The HTML page; ``files`` pairs each input with its provenance fields (label -> text),
+    ``notes`` says per file what was not drawn and why."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8"><title>richlazy report</title>',
@@ -79,6 +81,10 @@ def render_index(
         for key, value in fields.items():
             parts.append(f"<dt>{escape(key)}</dt><dd>{escape(value)}</dd>")
         parts.append("</dl>")
+        parts.extend(
+            f'<p class="note"><strong>Note:</strong> {escape(text)}</p>'
+            for text in (notes or {}).get(rf.stem, [])
+        )
         parts.extend(_figure(f, fmt) for f in figures if f["stem"] == rf.stem)
         parts.append("<h3>Extremes of each variable</h3>")
         parts.append(_stats_table(variables.get(rf.stem, {})))

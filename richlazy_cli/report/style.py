@@ -11,6 +11,7 @@ Sizes suit a paper's single column: 3.4 in wide, 8 pt text, constrained layout.
 from __future__ import annotations
 
 import contextlib
+import enum
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +28,15 @@ MISSING_FACE = "0.85"  # failed or missing cells: light grey ...
 MISSING_HATCH = "0.55"  # ... hatched in a darker grey
 SEQUENTIAL = "viridis"
 DIVERGING = "RdBu_r"
-FORMATS = ("png", "svg", "pdf")
+class Format(enum.StrEnum):
+    """Figure file formats (``--format``)."""
+
+    PNG = "png"
+    SVG = "svg"
+    PDF = "pdf"
+
+
+FORMATS = tuple(f.value for f in Format)
 
 RC: dict[str, Any] = {
     "font.size": 8,

@@ -4,7 +4,7 @@ Definition (what ``summary.json`` reports for each variable of each input file):
 ``max`` are taken over **every element of the variable** (all grid points, every seed, every
 model dimension such as ``step`` or ``method``; no seed reduction, no ``--at`` selection), after
 removing the values at points whose ``status`` is not 0 and every non-finite value. This is
-``ds[v].where(ds.status == 0)`` followed by a nan-aware ``min``/``max`` in xarray.
+``ds[v].where(ds.status == Status.OK)`` followed by a nan-aware ``min``/``max`` in xarray.
 ``argmin``/``argmax`` give the coordinate value of every dimension of the variable at the first
 occurrence of the extreme in C (row-major) order; a dimension without a coordinate gives its
 integer index. A variable without any valid value gets ``null`` for all four.
