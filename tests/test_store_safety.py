@@ -494,6 +494,12 @@ def test_bad_grid_specs_are_one_line(tmp_path, toy_env, cli, spec, words) -> Non
     assert time.monotonic() - started < 5
 
 
+def test_a_huge_parameter_value_is_one_line(toy_env, cli) -> None:
+    result = cli("solve", "toy", "-p", "steps=1" + "0" * 400)
+    assert_one_line_error(result)
+    assert len(result.err) < 300
+
+
 def test_grid_size_limit_and_max_points(tmp_path, toy_env, cli) -> None:
     huge = ["-g", "slope=linspace(0,1,10000)", "-g", "seed=range(10000)"]  # 10^8 points
     result = cli("sweep", "solve", "toy", *huge, "-o", tmp_path / "h.h5", "--dry-run")

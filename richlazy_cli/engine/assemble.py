@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..errors import Status
+from ..errors import BadInput, Status
 from ..models.base import Model
-from ..models.params import BadInput, jsonable
+from ..models.params import jsonable
 from .chunk import ChunkResult, _fill_value
 from .grid import Grid
 from .store import json_attr
@@ -136,7 +136,7 @@ class Assembler:
             values = np.full((self.size, known.shape[0]), _fill_value(np.dtype(kind)), kind)
             if kind is object:
                 values[:] = ""
-            values[self.status >= 0] = known.values
+            values[self.status != Status.MISSING] = known.values
             self.point_coords[name] = values
         values[idx] = var.values
 
@@ -191,7 +191,7 @@ class Assembler:
         out_attrs = dict(self.ds_attrs)
         out_attrs.update(attrs)
         out_attrs["errors"] = json.dumps(self.error_list())
-        out_attrs["complete"] = int(bool(np.all(self.status >= 0)))
+        out_attrs["complete"] = int(bool(np.all(self.status != Status.MISSING)))
         return xr.Dataset(data_vars, coords=coords, attrs=out_attrs)
 
     def error_list(self) -> list[dict[str, Any]]:
@@ -220,7 +220,7 @@ def result_as_chunk(ds: xr.Dataset, grid: Grid) -> ChunkResult:
     """The computed points of an assembled result file, as one :class:`ChunkResult`."""
     names = list(grid.names)
     status = np.asarray(ds["status"].values).reshape(-1)
-    done = np.flatnonzero(status >= 0)
+    done = np.flatnonzero(status != Status.MISSING)
     errors: dict[int, str] = {}
     for entry in json_attr(ds, "errors", []) or []:
         index = _flat_index(grid, entry.get("point", {}))

@@ -31,8 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import BadInput
 from ..models.base import Model
-from ..models.params import BadInput, Param, jsonable
+from ..models.params import Param, jsonable
 
 _CALL = re.compile(r"^\s*(linspace|logspace|geomspace|range)\s*\((.*)\)\s*$")
 DEFAULT_MAX_POINTS = 10_000_000

@@ -17,8 +17,8 @@ from typing import Any
 
 import xarray as xr
 
+from ..errors import BadInput
 from ..models.base import get_model
-from ..models.params import BadInput
 from .assemble import merge_chunks, result_as_chunk
 from .fingerprint import fingerprint
 from .grid import parse_grid

@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..models.params import BadInput, jsonable
+from ..errors import BadInput
+from ..models.params import jsonable
 from .chunk import ChunkResult
 from .store import WriteFailed, atomic_write, space_problem
 

@@ -47,7 +47,8 @@ import numpy as np
 import xarray as xr
 
 from .. import __version__
-from ..models.params import BadInput, jsonable
+from ..errors import BadInput, point_counts
+from ..models.params import jsonable
 
 REQUIRED_ATTRS = (
     "richlazy_version",
@@ -448,17 +449,9 @@ def grid_dims(ds: xr.Dataset) -> list[str]:
     return list(json_attr(ds, "grid", {}) or {})
 
 
-def point_counts(ds: xr.Dataset) -> dict[str, int]:
-    """Points done (status 0), failed (1 or 2) and missing (-1)."""
-    if "status" not in ds:
-        return {"total": 0, "done": 0, "failed": 0, "missing": 0}
-    status = np.asarray(ds["status"].values)
-    return {
-        "total": int(status.size),
-        "done": int(np.sum(status == 0)),
-        "failed": int(np.sum((status == 1) | (status == 2))),
-        "missing": int(np.sum(status < 0)),
-    }
+def dataset_counts(ds: xr.Dataset) -> dict[str, int]:
+    """:func:`~richlazy_cli.errors.point_counts` of a result (all zero without ``status``)."""
+    return point_counts(ds["status"].values if "status" in ds else np.zeros(0))
 
 
 def verify(path: Path) -> list[str]:
@@ -490,7 +483,7 @@ def verify(path: Path) -> list[str]:
     else:
         if tuple(ds["status"].dims) != tuple(dims):
             problems.append("status is not over the grid dimensions")
-        counts = point_counts(ds)
+        counts = dataset_counts(ds)
         if counts["missing"]:
             problems.append(f"incomplete: {counts['missing']} of {counts['total']} points missing")
         if not int(ds.attrs.get("complete", 0)) and not counts["missing"]:
@@ -570,6 +563,6 @@ def describe(path: Path) -> dict[str, Any]:
         "dims": {k: int(v) for k, v in ds.sizes.items()},
         "grid": grid_dims(ds),
         "variables": variables,
-        "points": point_counts(ds),
+        "points": dataset_counts(ds),
         "attrs": jsonable(attrs),
     }

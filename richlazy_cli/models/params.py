@@ -157,6 +157,8 @@ class Param:
             if isinstance(number, float | np.floating):
                 if not math.isfinite(number) or number != round(number):
                     raise BadInput(f"parameter {name}: {value!r} is not an integer")
+            if not -(2**63) <= int(number) < 2**63:
+                raise BadInput(f"parameter {name}: {_short(int(number))} does not fit in 64 bits")
             return int(number)
         number = float(number)
         if not math.isfinite(number):
@@ -188,8 +190,16 @@ class Param:
         if self.high is not None:
             bad |= x >= self.high if self.high_open else x > self.high
         if bad:
-            raise BadInput(f"parameter {self.name}: {x:g} is outside {self.describe_range()}")
+            raise BadInput(f"parameter {self.name}: {_short(x)} is outside {self.describe_range()}")
         return x
+
+
+def _short(x: float) -> str:
+    """A number for a message: ``%g`` (an int too large for a float by its digit count)."""
+    try:
+        return f"{x:g}"
+    except OverflowError:
+        return f"an integer of {len(str(abs(int(x))))} digits"
 
 
 def _parse_int(text: str) -> int:

@@ -286,12 +286,8 @@ def figure_name(stem: str, kind: str, var: str, fmt: str) -> str:
 
 
 def _scaling_module() -> Any:
-    try:
-        from . import scaling
-    except ModuleNotFoundError as exc:
-        if exc.name in (f"{__package__}.scaling", "scaling"):
-            raise BadInput("scaling analysis is not available") from None
-        raise
+    from . import scaling  # imported on first use: it loads SciPy's statistics
+
     return scaling
 
 

@@ -1,11 +1,11 @@
 """Result files as the report sees them: loading, masking of failed points, selections.
 
-A result file (DESIGN.md §4) holds one dimension per grid parameter (in grid order, listed by
-the ``grid`` attribute), then the model's own dimensions (``time``, ``step``, ``method``,
-``dim``...). ``status`` over the grid dimensions is 0 for a point that computed normally, 1 for
-a diverged point, 2 for an error and -1 for a point not computed yet. The report treats every
-value at a point whose status is not 0, and every non-finite value, as *missing*: it is never
-drawn, interpolated or counted in a minimum or maximum.
+A result file (docs/engine.md, "Result files") holds one dimension per grid parameter (in grid
+order, listed by the ``grid`` attribute), then the model's own dimensions (``time``, ``step``,
+``method``, ``dim``...). ``status`` over the grid dimensions is 0 for a point that computed
+normally, 1 for a diverged point, 2 for an error and -1 for a point not computed yet. The report
+treats every value at a point whose status is not 0, and every non-finite value, as *missing*:
+it is never drawn, interpolated or counted in a minimum or maximum.
 
 Reductions used by the figures (never by ``summary.json``, see :mod:`.summary`):
 

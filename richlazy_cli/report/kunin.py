@@ -25,7 +25,7 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.lines import Line2D
 
-from ..models.params import BadInput
+from ..errors import BadInput
 from .data import ResultFile, format_value
 from .figures import Drawn
 from .style import new_figure
