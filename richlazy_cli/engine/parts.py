@@ -40,7 +40,7 @@ import xarray as xr
 from ..errors import BadInput
 from ..models.params import jsonable
 from .chunk import ChunkResult
-from .store import WriteFailed, atomic_write, space_problem
+from .store import UNREADABLE, WriteFailed, atomic_write, space_problem
 
 MANIFEST = "manifest.json"
 PART_MAGIC = b"RLPART1\n"
@@ -337,7 +337,7 @@ class PartsFolder:
                             coords=coords,
                         )
                 errors = {int(k): v for k, v in meta["errors"].items()}
-            except Exception:
+            except UNREADABLE:
                 raise BadInput(
                     f"{file} is corrupt; delete it to recompute its points, or use --force"
                 ) from None
@@ -356,7 +356,7 @@ class PartsFolder:
                     if not self._mine(part.meta):
                         continue
                     status[np.asarray(part["flat_index"], dtype=np.int64)] = part["status"]
-            except Exception:
+            except UNREADABLE:
                 raise BadInput(
                     f"{file} is corrupt; delete it to recompute its points, or use --force"
                 ) from None

@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -399,6 +400,13 @@ def storage_error_line(exc: BaseException) -> str | None:
 
 
 # -- reading --------------------------------------------------------------------------------
+UNREADABLE: tuple[type[BaseException], ...] = (
+    OSError, ValueError, KeyError, TypeError, IndexError, EOFError, zipfile.BadZipFile,
+)
+"""What reading a damaged or foreign file raises (h5py, xarray, numpy's ``.npz``): bad input,
+unlike any other exception, which is a bug."""
+
+
 def is_hdf5(path: Path) -> bool:
     try:
         with open(path, "rb") as fh:
@@ -427,7 +435,7 @@ def open_result(path: Path, load: bool = True) -> xr.Dataset:
         if load:
             ds.load()
             ds.close()
-    except Exception as exc:
+    except UNREADABLE as exc:
         raise BadInput(f"{path}: cannot be read ({type(exc).__name__}: {exc})") from None
     if "richlazy_version" not in ds.attrs or "model" not in ds.attrs:
         raise BadInput(f"{path} is an HDF5 file but not a richlazy result")
