@@ -218,7 +218,7 @@ def population_grad_jacobian(V: np.ndarray, a: np.ndarray, c: np.ndarray,
     """The Hessian ``∂(∇L)/∂V`` of the population loss, (m d, m d) in row-major ``V`` order.
 
     Forward-mode differentiation of :func:`population_loss_grad` (docs/hermite-sgd.md,
-    eq. (9)), ``block`` tangent directions at a time. With ``φ = 2g − s g'``
+    eq. (10)), ``block`` tangent directions at a time. With ``φ = 2g − s g'``
     (``φ' = g' − s g''``), ``H_k = A_k v̄_k + Σ_l r_l² g'(G_kl) v̄_l − Σ_p a_p g'(M_kp) e_p``
     and ``∇_k L = r_k H_k``, a tangent ``δV`` gives ``δ(r²)_k = 2⟨v_k, δv_k⟩``,
     ``δr_k = δ(r²)_k/(2 r_k)``, ``δv̄_k = δv_k/r_k − v̄_k δr_k/r_k``,
@@ -678,7 +678,7 @@ class Hermite(Model):
     @staticmethod
     def _winner_vars(winner: np.ndarray, w_th: np.ndarray, U0: np.ndarray
                      ) -> dict[str, xr.Variable]:
-        """``winner``, ``winner_theory`` and ``winner_overlap0`` (docs/hermite-sgd.md §4)."""
+        """``winner``, ``winner_theory`` and ``winner_overlap0`` (docs/hermite-sgd.md §3)."""
         P = winner.shape[1]
         cos2 = U0[:, :P] ** 2  # (m, P)
         ov0 = np.where(winner >= 0, cos2[np.maximum(winner, 0), np.arange(P)[None, :]], np.nan)
