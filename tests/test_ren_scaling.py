@@ -173,6 +173,7 @@ def _crossing_times(d: int, m: int, seed: int) -> tuple[float, float, float]:
         return float(np.max(V[:, 0] ** 2 / np.sum(V * V, axis=1)))
 
     events = [lambda t, y, lv=lv: best(y) - lv for lv in (0.1, RECOVERY)]
+    events[1].terminal = True  # type: ignore[attr-defined]
     x0 = best(V0.ravel())
     sol = solve_ivp(rhs, (0, 20 * d), V0.ravel(), events=events, rtol=1e-9,
                     atol=1e-14, method="DOP853")
