@@ -124,19 +124,31 @@ def test_sgd_follows_gradient_flow_and_spread_shrinks_with_lr() -> None:
 @pytest.mark.slow
 def test_theorem_2_1_in_the_sgd_regime() -> None:
     """P = 4, a = (0.8, 0.45, 0.3, 0.2), d = 32, m = 8, σ0 = 1e-2, batch 1, lr = 0.01 a_min/d²
-    (≈ 5·10⁶ steps). The same seed under solve is the GF reference. For the teachers whose GF
-    recovery is not slowed by competition (t^GF ≤ 1.5 t̂): t^SGD/t^GF ∈ [0.8, 1.25], the
-    same order; winners = greedy winners; ‖v‖² ∈ [0.85, 1.15] a_p after 1.5 t_p (Thm 2.1(b));
-    overlap ≤ 2.3 overlap(0) before t_p/2 (Thm 2.1(c), finite-d form)."""
+    (≈ 5·10⁶ steps), seeds 0-1 (≈ 45 s). The same seed under solve is the GF reference.
+
+    For the teachers whose GF recovery is not slowed by competition (t^GF ≤ 1.5 t̂):
+    t^SGD/t^GF ∈ [0.8, 1.25] and the same order; winners = greedy winners (Eq. 5); search
+    phase (Thm 2.1(c), finite-d form): overlap ≤ 2.3 overlap(0) for t ≤ t_p/2.
+
+    Norm convergence (Thm 2.1(b)): the squared norm carried along e_p, Σ ‖v_k‖² over the
+    neurons with cos² ≥ 0.9 to e_p, is in [0.85, 1.15] a_p once the norm phase is over. (With
+    m = 8 > P = 4 a spare neuron can align with a learned direction and share its norm: the
+    winner alone carries 0.62 a_2 in seed 1, printed.) After the direction is found, ‖v‖²
+    grows logistically, d‖v‖²/dt ≈ 4‖v‖²(a_p − ‖v‖²),
+    which takes τ_p = ln(a_p/σ0²)/(4 a_p) ≈ 2.6–11 time units here; the theorem's "after
+    (1+Δ)T_p" is asymptotic in d (τ_p/T_p ∝ log d/d). At d = 32, T_p is only 3–30, so
+    1.5 T_p is too early (the winner's ‖v‖² is still 0.003–0.4 there: printed); the bound is
+    asserted for t ≥ t_p + 2 τ_p.
+    """
     a = [0.8, 0.45, 0.3, 0.2]
-    d, lr = 32, 0.01 * 0.2 / 32**2
+    d, m, lr = 32, 8, 0.01 * 0.2 / 32**2
     for seed in (0, 1):
-        gf = run("solve", d=d, P=4, m=8, a=a, seed=seed, t_max=400.0, checkpoints=200,
+        gf = run("solve", d=d, P=4, m=m, a=a, seed=seed, t_max=400.0, checkpoints=200,
                  early_stop=True)
         t_hat = gf["t_recover_theory"].values
-        sgd = run("train", d=d, P=4, m=8, a=a, seed=seed, lr=lr,
+        sgd = run("train", d=d, P=4, m=m, a=a, seed=seed, lr=lr,
                   steps=math.ceil(2 * np.nanmax(t_hat) / lr), checkpoints=300,
-                  stop_on_recovery=True)
+                  stop_on_recovery=True, save_params=True)
         t_gf, t_sgd = gf["t_recover"].values, sgd["t_recover"].values
         clean = t_gf <= 1.5 * t_hat
         print(f"seed {seed}: SGD/GF {np.round(t_sgd / t_gf, 3)}, clean {clean}")
@@ -147,11 +159,21 @@ def test_theorem_2_1_in_the_sgd_regime() -> None:
         np.testing.assert_array_equal(sgd["winner"].values[clean],
                                       sgd["winner_theory"].values[clean])
         time = sgd["time"].values
+        V = sgd["v"].values  # (step, neuron, dim)
         for p in np.flatnonzero(clean):
-            late = (time >= 1.5 * t_sgd[p]) & np.isfinite(sgd["norm"].values[:, p])
+            w = int(sgd["winner"].values[p])
+            nrm = np.sum(V**2, axis=2)  # (step, neuron)
+            aligned = V[:, :, p] ** 2 >= 0.9 * nrm
+            r2 = np.sum(np.where(aligned, nrm, 0.0), axis=1)
+            print(f"  p={p + 1}: winner's share of the aligned norm at the end "
+                  f"{nrm[-1, w] / r2[-1] if r2[-1] > 0 else math.nan:.3f}")
+            tau = math.log(a[p] / 1e-4) / (4 * a[p])
+            at15 = int(np.argmax(time >= 1.5 * t_sgd[p]))
+            late = (time >= t_sgd[p] + 2 * tau) & np.isfinite(r2)
+            print(f"  p={p + 1}: ‖v‖²/a at 1.5 t_p {r2[at15] / a[p]:.3f}; after t_p + 2τ: "
+                  f"{np.round(r2[late][[0, -1]] / a[p], 3) if late.any() else 'none'}")
             if late.any():
-                nrm = sgd["norm"].values[late, p]
-                assert np.all((nrm >= 0.85 * a[p]) & (nrm <= 1.15 * a[p])), (p, nrm)
+                assert np.all((r2[late] >= 0.85 * a[p]) & (r2[late] <= 1.15 * a[p])), (p, r2)
             early = time <= 0.5 * t_sgd[p]
             ov = sgd["overlap"].values[early, p]
             assert np.all(ov <= 2.3 * ov[0]), (p, ov.max() / ov[0])
