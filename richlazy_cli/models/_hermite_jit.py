@@ -43,17 +43,17 @@ def _sigma(zv: float, cs: np.ndarray, cd: np.ndarray, nz: np.ndarray,
 def run_block(V: np.ndarray, r2: np.ndarray, X: np.ndarray, n: int, cs: np.ndarray,
               cd: np.ndarray, nz: np.ndarray, c0: float, a: np.ndarray, lr: np.ndarray,
               active: np.ndarray, step0: int, n_steps: int, floor: float, floor2: float,
-              level: float, stop_on_recovery: bool, recoverable: np.ndarray,
-              rec_step: np.ndarray, winner: np.ndarray, n_left: np.ndarray,
-              stop_after: np.ndarray, last_step: np.ndarray) -> int:
+              level: float, stop_on_recovery: bool, rec_step: np.ndarray, winner: np.ndarray,
+              n_left: np.ndarray, stop_after: np.ndarray, last_step: np.ndarray) -> int:
     """Steps ``step0 … step0 + n_steps − 1`` (sample rows ``t n … t n + n − 1`` of ``X`` for
     the ``t``-th) of the ``active`` configurations, in place on ``V`` (B, m, d) and its
     squared row norms ``r2`` (B, m).
 
     After each step ``s`` of configuration ``b``: a teacher ``p`` not yet recovered whose
     best squared overlap ``max_k V_kp²/‖v_k‖²`` reaches ``level`` gets ``rec_step[b, p] = s``
-    and ``winner[b, p]`` = that argmax neuron (the first on ties); ``n_left[b]`` counts the
-    ``recoverable`` teachers not yet recovered. With ``stop_on_recovery``, when it reaches 0 at
+    and ``winner[b, p]`` = that argmax neuron (the first on ties); ``n_left[b]``, initially
+    the number of learnable teachers, falls by one per recovery. With ``stop_on_recovery``,
+    when it reaches 0 at
     step ``s`` the configuration runs to ``stop_after[b] = s + ⌈s/10⌉`` and stops (``active``
     cleared). ``last_step[b]`` is the last step taken. Returns the number of steps taken, fewer
     than ``n_steps`` when every configuration has stopped.
@@ -143,11 +143,10 @@ def run_block(V: np.ndarray, r2: np.ndarray, X: np.ndarray, n: int, cs: np.ndarr
                 if bv >= level:
                     rec_step[b, p] = s
                     winner[b, p] = best
-                    if recoverable[b, p]:
-                        n_left[b] -= 1
-                        if n_left[b] == 0 and stop_on_recovery:
-                            stop_after[b] = s + (s + 9) // 10
-            if stop_on_recovery and n_left[b] == 0 and s >= stop_after[b]:
+                    n_left[b] -= 1
+                    if n_left[b] == 0 and stop_on_recovery:
+                        stop_after[b] = s + (s + 9) // 10
+            if stop_on_recovery and n_left[b] <= 0 and s >= stop_after[b]:
                 active[b] = False
             else:
                 any_active = True

@@ -18,8 +18,8 @@ weights for the same samples (tests/test_hermite_sgd.py).
 :func:`run_online_sgd` drives either loop: it draws the samples of up to ``BLOCK_VALUES``
 values at a time from one generator (the same sequence as one draw per step), runs blocks of
 steps that end at the output steps, lets the caller record each configuration there, detects
-each teacher's recovery step exactly (after every step) and stops a configuration once its
-recoverable teachers are recovered, if asked.
+each teacher's recovery step exactly (after every step) and stops a configuration once as
+many teachers are recovered as are learnable, if asked.
 """
 
 from __future__ import annotations
@@ -85,10 +85,9 @@ def sgd_step_reference(V: np.ndarray, r2: np.ndarray, x: np.ndarray, sx: np.ndar
 
 
 def check_recovery(V: np.ndarray, r2: np.ndarray, s: int, level: float, floor2: float,
-                   rec_step: np.ndarray, winner: np.ndarray,
-                   recoverable: np.ndarray) -> int:
+                   rec_step: np.ndarray, winner: np.ndarray) -> int:
     """Mark the teachers recovered at step ``s`` (best squared overlap ≥ ``level``) in
-    ``rec_step``/``winner`` (one configuration); returns how many recoverable ones were."""
+    ``rec_step``/``winner`` (one configuration); returns how many were."""
     P = rec_step.shape[0]
     with np.errstate(over="ignore", invalid="ignore"):
         cos2 = V[:, :P] ** 2 / np.maximum(r2, floor2)[:, None]
@@ -97,13 +96,13 @@ def check_recovery(V: np.ndarray, r2: np.ndarray, s: int, level: float, floor2: 
     new = (rec_step < 0) & (val >= level)
     rec_step[new] = s
     winner[new] = best[new]
-    return int(np.count_nonzero(new & recoverable))
+    return int(np.count_nonzero(new))
 
 
 def numpy_block(V: np.ndarray, r2: np.ndarray, X: np.ndarray, n: int, c: np.ndarray,
                 a: np.ndarray, lr: np.ndarray, active: np.ndarray, step0: int, n_steps: int,
                 floor: float, floor2: float, level: float, stop_on_recovery: bool,
-                recoverable: np.ndarray, rec_step: np.ndarray, winner: np.ndarray,
+                rec_step: np.ndarray, winner: np.ndarray,
                 n_left: np.ndarray, stop_after: np.ndarray, last_step: np.ndarray) -> int:
     """The NumPy reference of :func:`._hermite_jit.run_block` (same arguments, except the
     Hermite coefficients ``c`` themselves)."""
@@ -119,13 +118,12 @@ def numpy_block(V: np.ndarray, r2: np.ndarray, X: np.ndarray, n: int, c: np.ndar
             with np.errstate(over="ignore", invalid="ignore"):
                 V[b], r2[b] = sgd_step_reference(V[b], r2[b], x, sx, a[b], c, lr[b], floor)
             last_step[b] = s
-            got = check_recovery(V[b], r2[b], s, level, floor2, rec_step[b], winner[b],
-                                 recoverable[b])
+            got = check_recovery(V[b], r2[b], s, level, floor2, rec_step[b], winner[b])
             if got:
                 n_left[b] -= got
-                if n_left[b] == 0 and stop_on_recovery:
+                if n_left[b] <= 0 and n_left[b] + got > 0 and stop_on_recovery:
                     stop_after[b] = s + (s + 9) // 10
-            if stop_on_recovery and n_left[b] == 0 and s >= stop_after[b]:
+            if stop_on_recovery and n_left[b] <= 0 and s >= stop_after[b]:
                 active[b] = False
             else:
                 any_active = True
@@ -145,7 +143,9 @@ def run_online_sgd(V: np.ndarray, a: np.ndarray, c: np.ndarray, lr: np.ndarray, 
     ``record(i, b)`` is called when configuration ``b`` has reached output step ``grid[i]``
     (``V[b]`` is then its state there); a configuration whose weights are no longer finite
     at an output step gets status DIVERGED and stops. ``recoverable`` (B, P) marks the
-    teachers ``stop_on_recovery`` waits for. Returns ``rec_step``, ``winner`` (B, P; −1:
+    learnable teachers (finite greedy time): ``stop_on_recovery`` waits until as many teachers
+    as that are recovered (the greedy rule may pick a different set when neurons compete), then
+    runs 10% more steps. Returns ``rec_step``, ``winner`` (B, P; −1:
     never recovered), ``last_step`` (B,) and ``status`` (B,).
     """
     B, _, d = V.shape
@@ -161,9 +161,8 @@ def run_online_sgd(V: np.ndarray, a: np.ndarray, c: np.ndarray, lr: np.ndarray, 
     status = np.full(B, int(Status.OK), np.int8)
     active = np.ones(B, bool)
     for b in range(B):
-        n_left[b] -= check_recovery(V[b], r2[b], 0, level, floor2, rec_step[b], winner[b],
-                                    recoverable[b])
-        if n_left[b] == 0 and stop_on_recovery:
+        n_left[b] -= check_recovery(V[b], r2[b], 0, level, floor2, rec_step[b], winner[b])
+        if n_left[b] <= 0 and stop_on_recovery:
             stop_after[b] = 0
             active[b] = False
         record(0, b)
@@ -175,14 +174,13 @@ def run_online_sgd(V: np.ndarray, a: np.ndarray, c: np.ndarray, lr: np.ndarray, 
         def block(X: np.ndarray, step0: int, k: int) -> int:
             return int(_hermite_jit.run_block(
                 V, r2, X, n, cs, cd, nz, c0, a, lr, active, step0, k, floor, floor2, level,
-                stop_on_recovery, recoverable, rec_step, winner, n_left, stop_after,
-                last_step))
+                stop_on_recovery, rec_step, winner, n_left, stop_after, last_step))
     else:
 
         def block(X: np.ndarray, step0: int, k: int) -> int:
             return numpy_block(V, r2, X, n, c, a, lr, active, step0, k, floor, floor2, level,
-                               stop_on_recovery, recoverable, rec_step, winner, n_left,
-                               stop_after, last_step)
+                               stop_on_recovery, rec_step, winner, n_left, stop_after,
+                               last_step)
 
     per_block = max(1, BLOCK_VALUES // (n * d))
     s = 1  # the next step to take

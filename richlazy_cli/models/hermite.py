@@ -434,7 +434,9 @@ def _integrate_flow(V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: np.ndar
     ``early_stop`` cannot be used (e.g. to show the plateau itself).
 
     ``early_stop`` (with ``recoverable``, the teachers with a finite greedy time): stop at the
-    first solver step where every recoverable teacher is recovered and the loss has settled,
+    first solver step where as many teachers are recovered as are learnable (the count of
+    ``recoverable``: when neurons compete, the flow may learn another set than the greedy
+    rule's) and the loss has settled,
     ``‖∇L‖² t ≤ SETTLE_TOL · L(0)`` (``dL/dt = −‖∇L‖²``: at this rate the loss would change by
     at most ``SETTLE_TOL · L(0)`` over the next doubling of time, one step of a log-time
     axis). The remaining output times then receive the state at the stop. Returns status,
@@ -498,7 +500,8 @@ def _integrate_flow(V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: np.ndar
                     winner[p] = int(np.argmax(cos2(dense(t_rec[p]))[:, p]))
             if n_steps % 200 == 0:
                 progress(solver.t)
-            if (early_stop and i < len(times) and not np.any(need & np.isnan(t_rec))):
+            if (early_stop and i < len(times)
+                    and np.count_nonzero(~np.isnan(t_rec)) >= np.count_nonzero(need)):
                 f = getattr(solver, "f", None)
                 if f is None:
                     f = rhs(solver.t, solver.y)
