@@ -389,3 +389,4 @@ def test_lemma_3_1_gaps_scale_with_p_not_d() -> None:
     print(f"q5: d=256 {q256:.4f}, d=4096 {q4096:.4f}; P=8 {q8:.4f}, P=32 {q32:.4f}")
     assert q4096 / q256 >= 0.5
     assert q32 < q8
+
