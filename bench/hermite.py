@@ -1,4 +1,4 @@
-"""Benchmark of the hermite model (SPEC.md §C1; docs/hermite-sgd.md): closed-form population
+"""Benchmark of the hermite model (docs/hermite.md, docs/hermite-sgd.md): closed-form population
 gradient vs Monte Carlo, the compiled online-SGD loop vs its NumPy reference, the flow's early
 stop, and the projected wall time of jobs/ren-fig2.toml on this machine.
 

@@ -1,4 +1,5 @@
-"""Additive Hermite model: emergence and scaling laws in shallow networks (SPEC.md §C1).
+"""Additive Hermite model: emergence and scaling laws in shallow networks (Ren et al. 2025;
+docs/hermite.md, docs/hermite-sgd.md).
 
 **Teacher.** ``f*(x) = Σ_p a_p σ(⟨x, e_p⟩)`` with ``x ~ N(0, I_d)`` and the teacher directions
 the first ``P`` standard basis vectors (no loss of generality: the loss and both algorithms are
@@ -16,13 +17,14 @@ polynomials. ``σ = h_k`` (``k`` even, ≥ 4) by default, or the coefficients ``
 ``v_k(0) = σ0 u_k``, ``u_k ~ Unif(S^{d-1})`` drawn from ``rng(seed, "init")`` (the same
 directions for every configuration of one seed).
 
-**Population loss** (SPEC §C1, tensor-decomposition form). With ``r_k = ‖v_k‖``,
+**Population loss** (docs/hermite.md, tensor-decomposition form). With ``r_k = ‖v_k‖``,
 ``G_kl = ⟨v̄_k, v̄_l⟩``, ``M_kp = ⟨v̄_k, e_p⟩`` and ``g(s) = Σ_j c_j² s^j`` (``s⁰ = 1``)::
 
     L(V) = ½ E(f - f*)² = ½ [Σ_kl r_k² r_l² g(G_kl) - 2 Σ_kp a_p r_k² g(M_kp)
                               + c_0² (Σ_p a_p)² + (Σ_{j≥1} c_j²) Σ_p a_p²].
 
-Its gradient (derived from ``∇_v[‖v‖^{2-j} ⟨v^{⊗j}, T⟩]``, reducing to SPEC's h4 formula)::
+Its gradient (derived from ``∇_v[‖v‖^{2-j} ⟨v^{⊗j}, T⟩]``, reducing to the h4 formula of
+docs/hermite.md)::
 
     ∇_{v_k} L = r_k [A_k v̄_k + Σ_l r_l² g'(G_kl) v̄_l - Σ_p a_p g'(M_kp) e_p],
     A_k = Σ_l r_l² (2g - s g')(G_kl) - Σ_p a_p (2g - s g')(M_kp).
@@ -33,34 +35,42 @@ One evaluation costs O(m² d + m P) (never Monte Carlo).
 
 * ``solve``: gradient flow ``V̇ = -∇L(V)`` in gradient-flow time ``t`` (no learning rate; one
   h4 task is recovered near ``t = 1/(8 a v̄²(0))``), integrated step by step by scipy's
-  adaptive ``RK45``/``DOP853`` (``method``, tolerance ``rtol``, ``atol = 1e-3 rtol σ0/√d``) on
-  the flattened ``V``, one configuration at a
+  adaptive integrator (``method``: ``RK45``/``DOP853`` explicit, ``BDF``/``LSODA`` stiff with
+  the analytic Jacobian, see :func:`_integrate_flow` for when to use which; tolerance
+  ``rtol``, ``atol = 1e-3 rtol σ0/√d``) on the flattened ``V``, one configuration at a
   time so that its adaptive steps -- and so its result -- do not depend on the batch. Outputs on
   ``time`` = 0 and ``checkpoints`` log-spaced times over the ``decades`` decades below ``t_max``
-  (taken from the solver's dense output). The step size is set by stability once tasks are
-  learned (restoring rates ~ a_1), about one time unit, so the work grows linearly with
-  ``t_max``.
+  (taken from the solver's dense output). The explicit step is set by stability once tasks are
+  learned (restoring rates ~ a_1), about one time unit, so their work grows linearly with
+  ``t_max``; ``early_stop`` ends the flow once the learnable tasks are recovered and the loss
+  has settled (docs/hermite-sgd.md §4).
 * ``train``: online SGD, ``v_k ← v_k - lr · mean_i (f(x_i) - f*(x_i)) [2 v_k σ(z_ki) +
   r_k σ'(z_ki)(x_i - z_ki v̄_k)]`` with ``z_ki = ⟨v̄_k, x_i⟩`` and ``batch`` fresh samples per
-  step from ``rng(seed, "sgd")`` (SPEC §C1 "Online SGD"). Since the mean per-sample gradient is
+  step from ``rng(seed, "sgd")`` (docs/hermite-sgd.md, eq. (2); Ren et al. 2025, §2.1), by the
+  compiled loop (``loop = "numba"``) or its bitwise-identical NumPy reference
+  (:mod:`._hermite_sgd`). Since the mean per-sample gradient is
   ``∇L``, SGD follows the flow in the rescaled time ``time = lr × step`` (a variable over
   ``(point, step)``, since ``lr`` is batchable). The *population* loss is reported at 0 and
-  ``checkpoints`` log-spaced steps. Default ``lr``: SPEC §C1 asks for a step small enough that
-  the search-phase drift ``4 a m³`` (``m² ~ 1/d``) beats the normalisation noise
-  ``~ lr · E[(f-f*)² σ'²] · d · m / 2 ≈ 2 lr d m``, i.e. ``lr ≪ 2a/d²``; the default is
-  ``lr = 0.1/d²`` (filled in by :meth:`Hermite.check`).
+  ``checkpoints`` log-spaced steps. Default ``lr = 0.1/d²`` (filled in by
+  :meth:`Hermite.check`): the step must scale as ``d^-2`` for the search-phase drift
+  ``4 a m³`` (``m² ~ 1/d``) to beat the noise; at ``c/d²`` the noise relative to the drift is
+  ≈ ``4.5 a c/c_m²`` whatever ``d`` (docs/hermite-sgd.md, eq. (6)), so SGD tracks the flow to
+  ~10% only for ``c ≈ 1e-3``. ``stop_on_recovery`` stops a configuration 10% after its last
+  learnable teacher is recovered.
 
 **Outputs.** ``loss``; ``overlap`` (time, teacher) ``= max_k ⟨v̄_k, e_p⟩²``; ``norm`` (time,
 teacher) ``= ‖v_k‖²`` of that best neuron; ``t_recover`` (teacher), the first time the overlap
 reaches 0.9 (NaN if never; ``solve``: root of the solver's dense output within the step where
-it happens, independent of the output grid; ``train``: linear interpolation between
-checkpoints, in units of ``time``); ``t_recover_theory``
-(teacher), see :func:`greedy_recovery_times`; ``loss_theory`` (time), the idealised curve
-``½ (Σ_{j≥1} c_j²) Σ_{p: t < T_p} a_p²`` (SPEC §C1 "Idealised loss curve", with
-``T_p = t_recover_theory``); with ``save_params``, ``v`` (time, neuron, dim).
+it happens, independent of the output grid; ``train``: ``lr × steps_recover``, the first step
+after which it holds, checked after every step); ``t_recover_theory`` and ``winner_theory``
+(teacher), see :func:`greedy_pairs`; ``winner`` (the argmax neuron at recovery) and
+``winner_overlap0`` (its initial squared overlap); ``loss_theory`` (time), the idealised curve
+``½ (Σ_{j≥1} c_j²) Σ_{p: t < T_p} a_p²`` (docs/hermite.md; Ren et al. 2025, §2.4, with
+``T_p = t_recover_theory``); ``solve``: ``nfev``, ``njev``, ``t_stop``; ``train``:
+``steps_recover``, ``steps_run``; with ``save_params``, ``v`` (time, neuron, dim).
 
-Note: the issue defines the overlap as the *squared* cosine, so recovery means
-``cos² ≥ 0.9`` (SPEC's recipe uses ``|cos| > 0.9``); the theory times use the same threshold.
+The overlap is the *squared* cosine, so recovery means ``cos² ≥ 0.9``; the theory times use
+the same threshold.
 """
 
 from __future__ import annotations
@@ -83,7 +93,7 @@ from .params import BadInput, Param
 RECOVERY = 0.9
 """Recovery threshold on the squared overlap ``⟨v̄_k, e_p⟩²``."""
 
-_R_FLOOR = 1e-150  # guard r_k -> 0 (SPEC §C1 implementation notes)
+_R_FLOOR = 1e-150  # guard r_k -> 0 (docs/hermite.md implementation notes)
 
 
 # -- Hermite algebra --------------------------------------------------------------------------
@@ -167,7 +177,7 @@ def _poly_g2(s: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def teacher_weights(P: int, beta: float, a: np.ndarray | None = None) -> np.ndarray:
-    """``a_p = p^(-β)/Z`` with ``Σ a_p² = 1`` (SPEC §C1 power-law case), or the explicit ``a``."""
+    """``a_p = p^(-β)/Z`` with ``Σ a_p² = 1`` (power-law case), or the explicit ``a``."""
     if a is not None:
         return np.asarray(a, dtype=float)
     w = np.arange(1, P + 1, dtype=float) ** (-beta)
@@ -277,7 +287,7 @@ def emergence_time_h4(m0: float, m1: float, a: float, eta: float = 1.0) -> float
 
 
 def emergence_time(m0: float, m1: float, a: float, c: np.ndarray, eta: float = 1.0) -> float:
-    """``∫_{m0}^{m1} dm / (η a Σ_j c_j² j m^{j-1} (1-m²))`` (SPEC §C1 single-neuron ODE)."""
+    """``∫_{m0}^{m1} dm / (η a Σ_j c_j² j m^{j-1} (1-m²))`` (docs/hermite.md single-neuron ODE)."""
     q = np.asarray(c, dtype=float) ** 2
 
     def integrand(lm: float) -> float:  # substitution m = e^lm
@@ -315,7 +325,7 @@ def _time_table(c: np.ndarray, m1: float) -> Callable[[np.ndarray], np.ndarray]:
 
 def greedy_pairs(M0: np.ndarray, a: np.ndarray, c: np.ndarray,
                  threshold: float = RECOVERY) -> tuple[np.ndarray, np.ndarray]:
-    """Greedy maximum-selection prediction of each teacher's recovery (SPEC §C1; Ren et al.
+    """Greedy maximum-selection prediction of each teacher's recovery (docs/hermite.md; Ren et al.
     2025, §3.2, Eq. 5): ``(times, neurons)`` over the teachers.
 
     ``M0`` (m, P) holds the initial cosines ``⟨v̄_k(0), e_p⟩``. Each pair (k, p) has the
@@ -516,7 +526,7 @@ def _integrate_flow(V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: np.ndar
 
 
 def minibatch_grad(V: np.ndarray, x: np.ndarray, fstar: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Mini-batch gradient of ``½ mean_i (f(x_i) - f*(x_i))²`` (SPEC §C1 "Online SGD").
+    """Mini-batch gradient of ``½ mean_i (f(x_i) - f*(x_i))²`` (docs/hermite.md "Online SGD").
 
     ``∇_{v_k} = mean_i e_i [2 v_k σ(z_ki) + r_k σ'(z_ki)(x_i - z_ki v̄_k)]``, ``e_i = f - f*``.
     """
@@ -537,7 +547,7 @@ def minibatch_grad(V: np.ndarray, x: np.ndarray, fstar: np.ndarray, c: np.ndarra
 # -- the model --------------------------------------------------------------------------------
 @register
 class Hermite(Model):
-    """Additive Hermite single-index tasks learned by a 2-homogeneous student (SPEC §C1)."""
+    """Additive Hermite single-index tasks learned by a 2-homogeneous student (docs/hermite.md)."""
 
     name: ClassVar[str] = "hermite"
     summary: ClassVar[str] = (

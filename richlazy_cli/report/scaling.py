@@ -1,11 +1,13 @@
-"""Scaling-law analysis of a width sweep of the ``hermite`` model (SPEC.md §C1, Prop. 2.2).
+"""Scaling-law analysis of a width sweep of the ``hermite`` model (Ren et al. 2025, Prop. 2.2;
+docs/hermite-sgd.md §5).
 
 Input: a result Dataset with a ``loss`` variable over a ``time`` dimension and a grid dimension
 ``m`` (student width), possibly also ``seed`` (averaged over) -- the output of
 ``richlazy sweep solve hermite -g m=...``. A dataset without an ``m`` dimension is treated as one
 width (taken from the ``params`` attribute). Three log-log OLS fits, each with a 95% confidence
 interval ``slope ± t_{0.975, n-2} · stderr`` (the residuals of a staircase are correlated, so the
-interval is a lower bound on the real uncertainty), compared with the theory of SPEC §C1:
+interval is a lower bound on the real uncertainty), compared with the theory
+(docs/hermite-sgd.md, eq. (12)):
 
 * **time**: ``log L`` against ``log t`` over the *emergence window* of the widest student (loss
   averaged over seeds), expecting ``-(2β-1)/β``. The window is ``[T_(4), T_(⌈n/2⌉)]``, where
@@ -58,7 +60,7 @@ LEVEL = 0.95
 
 
 def theory_exponents(beta: float) -> dict[str, float]:
-    """SPEC §C1 exponents: time ``-(2β-1)/β``, width ``-(2β-1)``, compute ``-(2β-1)/(1+β)``."""
+    """Prop. 2.2 exponents: time ``-(2β-1)/β``, width ``-(2β-1)``, compute ``-(2β-1)/(1+β)``."""
     return {
         "time": -(2 * beta - 1) / beta,
         "width": -(2 * beta - 1),
@@ -153,7 +155,7 @@ def emergence_window(ds: xr.Dataset, L: xr.DataArray) -> tuple[float, float, str
 def finite_p_offset(P: int | None, beta: float | None) -> float:
     """``L_P = ½ P^(1-2β) / ((2β-1) Z²)``: the tail mass beyond ``P`` of the infinite model.
 
-    SPEC §C1: ``Σ_{p>k} a_p² ≈ k^(1-2β)/((2β-1)Z²)``; with only ``P`` tasks the tail is
+    The tail: ``Σ_{p>k} a_p² ≈ k^(1-2β)/((2β-1)Z²)``; with only ``P`` tasks the tail is
     ``Σ_{k<p≤P} a_p² ≈ (k^(1-2β) - P^(1-2β))/((2β-1)Z²)``, so ``L + L_P`` is the pure power law
     of the infinite-P theory. 0 when P or β is unknown or β ≤ ½.
     """
@@ -246,7 +248,7 @@ def _fit_compute(L: xr.DataArray, offset: float) -> dict[str, Any]:
 
 
 def fit_scaling(ds: xr.Dataset, window: tuple[float, float] | None = None) -> dict[str, Any]:
-    """Fitted time, width and compute exponents with 95% intervals, beside SPEC §C1 theory."""
+    """Fitted time, width and compute exponents with 95% intervals, beside the theory."""
     L = mean_loss(ds)
     beta = _beta(ds)
     theory = theory_exponents(beta) if beta is not None else {}
