@@ -205,3 +205,17 @@ def test_sgd_follows_gradient_flow_at_small_lr_ci() -> None:
     assert np.all(np.isfinite(r)), r
     assert 0.9 <= float(np.median(r)) <= 1.1, r
     assert np.all((r >= 0.67) & (r <= 1.5)), r
+
+
+def test_report_kind_scaling_draws_the_sample_complexity_fit(cli, tmp_path: Path) -> None:
+    out = tmp_path / "dscale.h5"
+    res = cli("sweep", "train", "hermite", "-g", "d=8,12,16", "-g", "seed=range(2)",
+              "-p", "P=1", "-p", "m=4", "-p", "steps=200000", "-p", "stop_on_recovery=true",
+              "-p", "checkpoints=10", "-o", str(out), "-q", "--jobs", "1")
+    assert res.code == 0, res.err
+    rep = tmp_path / "rep"
+    res = cli("report", str(out), "-o", str(rep), "--kind", "scaling")
+    assert res.code == 0, res.err
+    assert (rep / "dscale-scaling-samples.png").stat().st_size > 1000
+    summary = (rep / "summary.json").read_text()
+    assert '"samples"' in summary and '"theory": 3.0' in summary
