@@ -219,3 +219,20 @@ def test_report_kind_scaling_draws_the_sample_complexity_fit(cli, tmp_path: Path
     assert (rep / "dscale-scaling-samples.png").stat().st_size > 1000
     summary = (rep / "summary.json").read_text()
     assert '"samples"' in summary and '"theory": 3.0' in summary
+
+
+def test_too_large_a_step_does_not_follow_the_flow() -> None:
+    """Control: at lr = 20/d² (≈ 10⁴ times the step at which SGD tracks GF, eq. (6)), d = 96,
+    8 seeds: at least half the runs fail to recover within 3 t̂/lr or take more than 1.5 t̂.
+    Measured: 8 of 8 fail (7 diverge, 1 never recovers)."""
+    d = 96
+    bad = 0
+    for seed in range(8):
+        th = run("solve", d=d, P=1, m=4, seed=seed, t_max=1.0, checkpoints=2)
+        t_hat = float(th["t_recover_theory"][0])
+        lr = 20.0 / d**2
+        ds = run("train", d=d, P=1, m=4, seed=seed, lr=lr, steps=math.ceil(3 * t_hat / lr),
+                 checkpoints=20, stop_on_recovery=True)
+        t = float(ds["t_recover"][0])
+        bad += int(not np.isfinite(t) or t > 1.5 * t_hat)
+    assert bad >= 4, bad
