@@ -236,7 +236,7 @@ def test_emergence_sharpens_with_d() -> None:
 @pytest.mark.slow
 def test_width_and_compute_exponents_on_simulated_flows(cli, tmp_path: Path) -> None:
     """jobs/ren-width.toml (d = 256, P = 128, β = 0.8, m = 8…256, seeds 0-2, early_stop;
-    12.6 min with --jobs 2 on a loaded 2-core machine). Fits of report/scaling.py.
+    8.6-12.6 min with --jobs 2 on a loaded 2-core machine). Fits of report/scaling.py.
 
     Asserted (measured on the first full run):
     * time: finite-P-corrected slope within 0.15 of −0.75 (−0.716 [−0.731, −0.702]);
