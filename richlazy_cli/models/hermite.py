@@ -1,5 +1,5 @@
 """Additive Hermite model: emergence and scaling laws in shallow networks (Ren et al. 2025;
-docs/hermite.md).
+docs/hermite.md, docs/hermite-sgd.md).
 
 **Teacher.** ``f*(x) = Σ_p a_p σ(⟨x, e_p⟩)`` with ``x ~ N(0, I_d)`` and the teacher directions
 the first ``P`` standard basis vectors (no loss of generality: the loss and both algorithms are
@@ -34,34 +34,42 @@ One evaluation costs O(m² d + m P) (never Monte Carlo).
 
 * ``solve``: gradient flow ``V̇ = -∇L(V)`` in gradient-flow time ``t`` (no learning rate; one
   h4 task is recovered near ``t = 1/(8 a v̄²(0))``), integrated step by step by scipy's
-  adaptive ``RK45``/``DOP853`` (``method``, tolerance ``rtol``, ``atol = 1e-3 rtol σ0/√d``) on
-  the flattened ``V``, one configuration at a
+  adaptive integrator (``method``: ``RK45``/``DOP853`` explicit, ``BDF``/``LSODA`` stiff with
+  the analytic Jacobian, see :func:`_integrate_flow` for when to use which; tolerance
+  ``rtol``, ``atol = 1e-3 rtol σ0/√d``) on the flattened ``V``, one configuration at a
   time so that its adaptive steps -- and so its result -- do not depend on the batch. Outputs on
   ``time`` = 0 and ``checkpoints`` log-spaced times over the ``decades`` decades below ``t_max``
-  (taken from the solver's dense output). The step size is set by stability once tasks are
-  learned (restoring rates ~ a_1), about one time unit, so the work grows linearly with
-  ``t_max``.
+  (taken from the solver's dense output). The explicit step is set by stability once tasks are
+  learned (restoring rates ~ a_1), about one time unit, so their work grows linearly with
+  ``t_max``; ``early_stop`` ends the flow once the learnable tasks are recovered and the loss
+  has settled (docs/hermite-sgd.md §4).
 * ``train``: online SGD, ``v_k ← v_k - lr · mean_i (f(x_i) - f*(x_i)) [2 v_k σ(z_ki) +
   r_k σ'(z_ki)(x_i - z_ki v̄_k)]`` with ``z_ki = ⟨v̄_k, x_i⟩`` and ``batch`` fresh samples per
-  step from ``rng(seed, "sgd")`` (docs/hermite.md, eq. (7)). Since the mean per-sample gradient is
+  step from ``rng(seed, "sgd")`` (docs/hermite-sgd.md, eq. (2); Ren et al. 2025, §2.1), by the
+  compiled loop (``loop = "numba"``) or its bitwise-identical NumPy reference
+  (:mod:`._hermite_sgd`). Since the mean per-sample gradient is
   ``∇L``, SGD follows the flow in the rescaled time ``time = lr × step`` (a variable over
   ``(point, step)``, since ``lr`` is batchable). The *population* loss is reported at 0 and
-  ``checkpoints`` log-spaced steps. Default ``lr``: a step small enough that
-  the search-phase drift ``4 a m³`` (``m² ~ 1/d``) beats the normalisation noise
-  ``~ lr · E[(f-f*)² σ'²] · d · m / 2 ≈ 2 lr d m``, i.e. ``lr ≪ 2a/d²``; the default is
-  ``lr = 0.1/d²`` (filled in by :meth:`Hermite.check`).
+  ``checkpoints`` log-spaced steps. Default ``lr = 0.1/d²`` (filled in by
+  :meth:`Hermite.check`): the step must scale as ``d^-2`` for the search-phase drift
+  ``4 a m³`` (``m² ~ 1/d``) to beat the noise; at ``c/d²`` the noise relative to the drift is
+  ≈ ``4.5 a c/c_m²`` whatever ``d`` (docs/hermite-sgd.md, eq. (6)), so SGD tracks the flow to
+  ~10% only for ``c ≈ 1e-3``. ``stop_on_recovery`` stops a configuration 10% after its last
+  learnable teacher is recovered.
 
 **Outputs.** ``loss``; ``overlap`` (time, teacher) ``= max_k ⟨v̄_k, e_p⟩²``; ``norm`` (time,
 teacher) ``= ‖v_k‖²`` of that best neuron; ``t_recover`` (teacher), the first time the overlap
 reaches 0.9 (NaN if never; ``solve``: root of the solver's dense output within the step where
-it happens, independent of the output grid; ``train``: linear interpolation between
-checkpoints, in units of ``time``); ``t_recover_theory``
-(teacher), see :func:`greedy_recovery_times`; ``loss_theory`` (time), the idealised curve
-``½ (Σ_{j≥1} c_j²) Σ_{p: t < T_p} a_p²`` (docs/hermite.md, eq. (10), with
-``T_p = t_recover_theory``); with ``save_params``, ``v`` (time, neuron, dim).
+it happens, independent of the output grid; ``train``: ``lr × steps_recover``, the first step
+after which it holds, checked after every step); ``t_recover_theory`` and ``winner_theory``
+(teacher), see :func:`greedy_pairs`; ``winner`` (the argmax neuron at recovery) and
+``winner_overlap0`` (its initial squared overlap); ``loss_theory`` (time), the idealised curve
+``½ (Σ_{j≥1} c_j²) Σ_{p: t < T_p} a_p²`` (docs/hermite.md; Ren et al. 2025, §2.4, with
+``T_p = t_recover_theory``); ``solve``: ``nfev``, ``njev``, ``t_stop``; ``train``:
+``steps_recover``, ``steps_run``; with ``save_params``, ``v`` (time, neuron, dim).
 
-Note: the overlap is the *squared* cosine, so recovery means ``cos² ≥ 0.9``, i.e.
-``|cos| ≥ 0.949``; the theory times use the same threshold.
+The overlap is the *squared* cosine, so recovery means ``cos² ≥ 0.9``; the theory times use
+the same threshold.
 """
 
 from __future__ import annotations
@@ -72,11 +80,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 import xarray as xr
-from scipy.integrate import DOP853, RK45, quad
+from scipy.integrate import BDF, DOP853, LSODA, RK45, OdeSolver, quad
 from scipy.interpolate import CubicSpline
 from scipy.optimize import brentq
 
 from ..errors import Status
+from ._hermite_sgd import run_online_sgd
 from .base import Batch, Model, Progress, register, rng, var
 from .params import BadInput, Param
 
@@ -153,6 +162,19 @@ def _poly_g(s: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return g, dg
 
 
+def _poly_g2(s: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``g(s)``, ``g'(s)`` and ``g''(s)`` by Horner (``q_j = c_j²``)."""
+    K = len(q) - 1
+    g = np.full_like(s, q[K])
+    dg = np.zeros_like(s)
+    ddg = np.zeros_like(s)
+    for j in range(K - 1, -1, -1):
+        ddg = ddg * s + 2.0 * dg
+        dg = dg * s + g
+        g = g * s + q[j]
+    return g, dg, ddg
+
+
 def teacher_weights(P: int, beta: float, a: np.ndarray | None = None) -> np.ndarray:
     """``a_p = p^(-β)/Z`` with ``Σ a_p² = 1`` (docs/hermite.md, eq. (2)), or the explicit ``a``."""
     if a is not None:
@@ -193,6 +215,66 @@ def population_loss_grad(
     grad[:, :P] -= dgM * a[None, :]
     grad *= r[:, None]
     return loss, grad
+
+
+JACOBIAN_LIMIT = 4096
+"""Largest state ``m·d`` for which the stiff methods (BDF, LSODA) build the dense Jacobian
+(4096² float64 = 128 MiB, plus its LU factors)."""
+
+
+def population_grad_jacobian(V: np.ndarray, a: np.ndarray, c: np.ndarray,
+                             block: int = 256) -> np.ndarray:
+    """The Hessian ``∂(∇L)/∂V`` of the population loss, (m d, m d) in row-major ``V`` order.
+
+    Forward-mode differentiation of :func:`population_loss_grad` (docs/hermite-sgd.md,
+    eq. (10)), ``block`` tangent directions at a time. With ``φ = 2g − s g'``
+    (``φ' = g' − s g''``), ``H_k = A_k v̄_k + Σ_l r_l² g'(G_kl) v̄_l − Σ_p a_p g'(M_kp) e_p``
+    and ``∇_k L = r_k H_k``, a tangent ``δV`` gives ``δ(r²)_k = 2⟨v_k, δv_k⟩``,
+    ``δr_k = δ(r²)_k/(2 r_k)``, ``δv̄_k = δv_k/r_k − v̄_k δr_k/r_k``,
+    ``δG_kl = ⟨δv̄_k, v̄_l⟩ + ⟨v̄_k, δv̄_l⟩``, ``δM_kp = (δv̄_k)_p``,
+    ``δA_k = Σ_l [δ(r²)_l φ(G_kl) + r_l² φ'(G_kl) δG_kl] − Σ_p a_p φ'(M_kp) δM_kp``,
+    ``δH_k = δA_k v̄_k + A_k δv̄_k + Σ_l [δ(r²)_l g'(G_kl) + r_l² g''(G_kl) δG_kl] v̄_l
+    + Σ_l r_l² g'(G_kl) δv̄_l − Σ_p a_p g''(M_kp) δM_kp e_p`` and
+    ``δ(∇_k L) = δr_k H_k + r_k δH_k``. The gradient-flow right-hand side ``−∇L`` has the
+    Jacobian ``−`` this.
+    """
+    q = np.asarray(c, dtype=float) ** 2
+    m, d = V.shape
+    P = a.shape[0]
+    N = m * d
+    r2 = np.einsum("kd,kd->k", V, V)
+    r = np.maximum(np.sqrt(r2), _R_FLOOR)
+    U = V / r[:, None]
+    G = U @ U.T
+    M = U[:, :P]
+    gG, dgG, ddgG = _poly_g2(G, q)
+    gM, dgM, ddgM = _poly_g2(M, q)
+    phiG, dphiG = 2.0 * gG - G * dgG, dgG - G * ddgG
+    phiM, dphiM = 2.0 * gM - M * dgM, dgM - M * ddgM
+    A = phiG @ r2 - phiM @ a
+    Wg = dgG * r2[None, :]
+    H = A[:, None] * U + Wg @ U
+    H[:, :P] -= dgM * a[None, :]
+    J = np.empty((N, N))
+    for start in range(0, N, block):
+        idx = np.arange(start, min(N, start + block))
+        T = idx.size
+        dV = np.zeros((T, m, d))
+        dV.reshape(T, N)[np.arange(T), idx] = 1.0
+        dr2 = 2.0 * np.einsum("kd,tkd->tk", V, dV)
+        dr = dr2 / (2.0 * r)[None, :]
+        dU = dV / r[None, :, None] - U[None, :, :] * (dr / r[None, :])[:, :, None]
+        dUU = dU @ U.T  # (T, m, m): <δv̄_k, v̄_l>
+        dG = dUU + dUU.transpose(0, 2, 1)
+        dM = dU[:, :, :P]
+        dA = (dr2 @ phiG.T + np.einsum("tkl,kl->tk", dG, dphiG * r2[None, :])
+              - np.einsum("tkp,kp->tk", dM, dphiM * a[None, :]))
+        W1 = dr2[:, None, :] * dgG[None, :, :] + (ddgG * r2[None, :])[None] * dG
+        dH = dA[:, :, None] * U[None] + A[None, :, None] * dU + W1 @ U + Wg[None] @ dU
+        dH[:, :, :P] -= ddgM[None] * a[None, None, :] * dM
+        dgrad = dr[:, :, None] * H[None] + r[None, :, None] * dH
+        J[:, idx] = dgrad.reshape(T, N).T
+    return J
 
 
 # -- emergence-time theory --------------------------------------------------------------------
@@ -240,9 +322,10 @@ def _time_table(c: np.ndarray, m1: float) -> Callable[[np.ndarray], np.ndarray]:
     return table
 
 
-def greedy_recovery_times(M0: np.ndarray, a: np.ndarray, c: np.ndarray,
-                          threshold: float = RECOVERY) -> np.ndarray:
-    """Greedy maximum-selection prediction of each teacher's recovery time (docs/hermite.md).
+def greedy_pairs(M0: np.ndarray, a: np.ndarray, c: np.ndarray,
+                 threshold: float = RECOVERY) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy maximum-selection prediction of each teacher's recovery (docs/hermite.md; Ren et al.
+    2025, §3.2, Eq. 5): ``(times, neurons)`` over the teachers.
 
     ``M0`` (m, P) holds the initial cosines ``⟨v̄_k(0), e_p⟩``. Each pair (k, p) has the
     single-neuron time ``τ_kp`` for ``|cos|`` to grow from ``|M0_kp|`` to ``√threshold`` under
@@ -250,7 +333,8 @@ def greedy_recovery_times(M0: np.ndarray, a: np.ndarray, c: np.ndarray,
     ``1/(8 a_p M0_kp²)``). The rule: sort all pairs by ``τ``; scan them in increasing order and
     accept a pair when neither its neuron nor its teacher has been claimed yet (the earliest
     emergence happens first and commits that neuron). So at most ``min(m, P)`` teachers get a
-    finite time; the others (and those with ``a_p = 0``) get NaN.
+    finite time and a neuron; the others (and those with ``a_p = 0``) get NaN and −1.
+    Ranking by ``τ`` is the paper's ranking by ``a_p M0_kp^{2I−2}`` at leading order.
     """
     m, P = M0.shape
     m1 = math.sqrt(threshold)
@@ -261,6 +345,7 @@ def greedy_recovery_times(M0: np.ndarray, a: np.ndarray, c: np.ndarray,
     tau = np.where(a[None, :] > 0, tau, np.inf)
     order = np.argsort(tau, axis=None, kind="stable")
     out = np.full(P, np.nan)
+    who = np.full(P, -1, np.int64)
     neuron_used = np.zeros(m, bool)
     teacher_used = np.zeros(P, bool)
     n_left = min(m, int(np.count_nonzero(a > 0)))
@@ -272,8 +357,15 @@ def greedy_recovery_times(M0: np.ndarray, a: np.ndarray, c: np.ndarray,
             continue
         neuron_used[k] = teacher_used[p] = True
         out[p] = tau[k, p]
+        who[p] = k
         n_left -= 1
-    return out
+    return out, who
+
+
+def greedy_recovery_times(M0: np.ndarray, a: np.ndarray, c: np.ndarray,
+                          threshold: float = RECOVERY) -> np.ndarray:
+    """The times of :func:`greedy_pairs` (NaN: not learnable)."""
+    return greedy_pairs(M0, a, c, threshold)[0]
 
 
 def first_crossing(times: np.ndarray, y: np.ndarray, level: float = RECOVERY) -> np.ndarray:
@@ -319,40 +411,88 @@ def log_steps(steps: int, n: int) -> np.ndarray:
     return np.concatenate([[0], s])
 
 
+SETTLE_TOL = 1e-4
+"""Early stop of ``solve``: the loss has settled when ``‖∇L‖² t ≤ SETTLE_TOL · L(0)``."""
+
+_SOLVERS: dict[str, type[OdeSolver]] = {"RK45": RK45, "DOP853": DOP853, "BDF": BDF,
+                                        "LSODA": LSODA}
+STIFF_METHODS = ("BDF", "LSODA")
+
+
 def _integrate_flow(V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: np.ndarray,
                     method: str, rtol: float, atol: float,
                     record: Callable[[int, np.ndarray], None], t_rec: np.ndarray,
-                    progress: Callable[[float], None]) -> tuple[int, int]:
-    """Integrate ``V̇ = -∇L(V)`` step by step (scipy RK45/DOP853) over ``[0, times[-1]]``.
+                    progress: Callable[[float], None], early_stop: bool = False,
+                    recoverable: np.ndarray | None = None,
+                    winner: np.ndarray | None = None) -> dict[str, Any]:
+    """Integrate ``V̇ = -∇L(V)`` step by step (scipy's ``method``) over ``[0, times[-1]]``.
 
     ``record(i, V(times[i]))`` is called from the solver's dense output; ``t_rec[p]`` receives
     the first time ``max_k ⟨v̄_k, e_p⟩²`` reaches :data:`RECOVERY`, located by ``brentq`` on the
     dense output of the step in which it happens (so it is accurate to the integrator's
-    tolerance, whatever the output grid). Returns (status, number of gradient evaluations).
+    tolerance, whatever the output grid), and ``winner[p]`` the argmax neuron there.
+
+    ``method``: the explicit RK45/DOP853 need one gradient per stage and nothing else; once a
+    neuron has converged its restoring rate (≈ 8 a_p) bounds their step (about one time unit
+    at ``a ≈ 1``), so a long horizon after the last emergence costs ≈ 7 evaluations per unit
+    of time. BDF/LSODA are implicit (stiff) methods with the analytic Jacobian
+    :func:`population_grad_jacobian`: their step is not stability-bound, but each Jacobian
+    costs O((m d)² m) and each factorisation O((m d)³), so they are offered for
+    ``m d ≤ JACOBIAN_LIMIT`` only. Use RK45/DOP853 when the search phase dominates or the state
+    is large; BDF when a small model must run long after its tasks are learned and
+    ``early_stop`` cannot be used (e.g. to show the plateau itself).
+
+    ``early_stop`` (with ``recoverable``, the teachers with a finite greedy time): stop at the
+    first solver step where as many teachers are recovered as are learnable (the count of
+    ``recoverable``: when neurons compete, the flow may learn another set than the greedy
+    rule's) and the loss has settled,
+    ``‖∇L‖² t ≤ SETTLE_TOL · L(0)`` (``dL/dt = −‖∇L‖²``: at this rate the loss would change by
+    at most ``SETTLE_TOL · L(0)`` over the next doubling of time, one step of a log-time
+    axis). The remaining output times then receive the state at the stop. Returns status,
+    ``nfev`` (gradient evaluations, those of the stopping test included), ``njev`` and
+    ``t_stop`` (where the integration ended).
     """
     m, d = V0.shape
     P = a.shape[0]
+    extra = 0
+    L0 = population_loss_grad(V0, a, c, need_grad=False)[0]
 
     def rhs(t: float, y: np.ndarray) -> np.ndarray:
         g = population_loss_grad(y.reshape(m, d), a, c)[1]
         assert g is not None
         return -g.ravel()
 
-    def best(y: np.ndarray) -> np.ndarray:
-        return _overlap_stats(y.reshape(m, d), P)[0]
+    def jac(t: float, y: np.ndarray) -> np.ndarray:
+        return -population_grad_jacobian(y.reshape(m, d), a, c)
 
-    solver_cls = RK45 if method == "RK45" else DOP853
-    solver = solver_cls(rhs, 0.0, V0.ravel().copy(), times[-1], rtol=rtol, atol=atol)
+    def cos2(y: np.ndarray) -> np.ndarray:
+        Vy = y.reshape(m, d)
+        r2 = np.einsum("kd,kd->k", Vy, Vy)
+        return Vy[:, :P] ** 2 / np.maximum(r2, _R_FLOOR**2)[:, None]
+
+    def best(y: np.ndarray) -> np.ndarray:
+        return cos2(y).max(axis=0)
+
+    solver_cls = _SOLVERS[method]
+    kwargs: dict[str, Any] = {"rtol": rtol, "atol": atol}
+    if method in STIFF_METHODS:
+        kwargs["jac"] = jac
+    solver = solver_cls(rhs, 0.0, V0.ravel().copy(), times[-1], **kwargs)
     record(0, V0)
     i = 1
     prev = best(solver.y)
     t_rec[prev >= RECOVERY] = 0.0
+    if winner is not None:
+        winner[prev >= RECOVERY] = np.argmax(cos2(solver.y), axis=0)[prev >= RECOVERY]
     n_steps = 0
+    status = Status.OK
+    need = recoverable if recoverable is not None else np.zeros(P, bool)
     with np.errstate(over="ignore", invalid="ignore"):
         while solver.status == "running" and i < len(times):
             solver.step()
             if solver.status == "failed" or not np.all(np.isfinite(solver.y)):
-                return Status.DIVERGED, solver.nfev
+                status = Status.DIVERGED
+                break
             n_steps += 1
             dense = None
             while i < len(times) and times[i] <= solver.t:
@@ -365,9 +505,23 @@ def _integrate_flow(V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: np.ndar
                 dense = dense or solver.dense_output()
                 t_rec[p] = brentq(lambda t, p=p, f=dense: best(f(t))[p] - RECOVERY,
                                   solver.t_old, solver.t, xtol=1e-12 * max(1.0, solver.t))
+                if winner is not None:
+                    winner[p] = int(np.argmax(cos2(dense(t_rec[p]))[:, p]))
             if n_steps % 200 == 0:
                 progress(solver.t)
-    return Status.OK, solver.nfev
+            if (early_stop and i < len(times)
+                    and np.count_nonzero(~np.isnan(t_rec)) >= np.count_nonzero(need)):
+                f = getattr(solver, "f", None)
+                if f is None:
+                    f = rhs(solver.t, solver.y)
+                    extra += 1
+                if float(f @ f) * solver.t <= SETTLE_TOL * L0:
+                    while i < len(times):
+                        record(i, solver.y.reshape(m, d))
+                        i += 1
+                    break
+    return {"status": status, "nfev": solver.nfev + extra, "njev": getattr(solver, "njev", 0),
+            "t_stop": solver.t}
 
 
 def minibatch_grad(V: np.ndarray, x: np.ndarray, fstar: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -420,12 +574,20 @@ class Hermite(Model):
               "t_max", low=0.5, high=12.0),
         Param("rtol", "float", 1e-7, "solve: relative tolerance of the adaptive integrator",
               low=1e-13, high=1e-2),
-        Param("method", "str", "RK45", "solve: solve_ivp method", choices=("RK45", "DOP853")),
+        Param("method", "str", "RK45", "solve: integrator (RK45, DOP853 explicit; BDF, LSODA "
+              "stiff, with the analytic Jacobian, for m·d ≤ 4096)",
+              choices=("RK45", "DOP853", "BDF", "LSODA")),
+        Param("early_stop", "bool", False, "solve: stop once every learnable teacher is "
+              "recovered and the loss has settled; later output times hold that state"),
         Param("lr", "float", None, "train: online-SGD step (default 0.1/d²); time = lr × step",
               low=0.0, low_open=True, batchable=True, optional=True),
         Param("steps", "int", 100000, "train: number of online-SGD steps (= samples / batch)",
               low=1),
         Param("batch", "int", 1, "train: fresh Gaussian samples per SGD step", low=1),
+        Param("loop", "str", "numba", "train: the compiled SGD loop, or its bitwise-identical "
+              "NumPy reference", choices=("numba", "numpy")),
+        Param("stop_on_recovery", "bool", False, "train: stop once every learnable teacher is "
+              "recovered, plus 10% more steps"),
         Param("checkpoints", "int", 200, "number of log-spaced output times/steps (after 0)",
               low=1),
         Param("seed", "int", 0, "random seed (initial directions; SGD samples)", low=0),
@@ -463,6 +625,23 @@ class Hermite(Model):
             validate_coeffs(values["sigma_coeffs"])
         elif values["k"] % 2:
             raise BadInput(f"parameter k: σ = h_k must be even with k ≥ 4, got {values['k']}")
+        if values["a"] is None and P > 1 and values["beta"] <= 0:
+            raise BadInput(f"parameter beta: the power law a_p ∝ p^-beta needs beta > 0 with "
+                           f"P = {P} teachers (beta = {values['beta']:g} gives no order of "
+                           "emergence); give the weights in a to choose them freely")
+        if action == "solve" and values["stop_on_recovery"]:
+            raise BadInput("parameter stop_on_recovery: only for train (online SGD); solve "
+                           "has early_stop")
+        if action == "train" and values["early_stop"]:
+            raise BadInput("parameter early_stop: only for solve (the flow); train has "
+                           "stop_on_recovery")
+        if action == "solve" and values["method"] in STIFF_METHODS:
+            n = values["m"] * d
+            if n > JACOBIAN_LIMIT:
+                raise BadInput(
+                    f"parameter method: {values['method']} needs the dense Jacobian of the "
+                    f"m·d = {n} weights ({n}² values, {n * n * 8 / 2**20:.0f} MiB); the limit "
+                    f"is m·d ≤ {JACOBIAN_LIMIT}: use RK45 or DOP853")
         if action == "train" and values["lr"] is None:
             values["lr"] = 0.1 / d**2
 
@@ -472,7 +651,8 @@ class Hermite(Model):
         (solve, see the module docstring) plus O(batch·m·d) per SGD step (train)."""
         m, d, P = values["m"], values["d"], values["P"]
         solve = 7.0 * values["t_max"] * m * (m + P) * d
-        train = float(values["steps"]) * values["batch"] * m * d * 4.0
+        per_sample = 4.0 if values.get("loop", "numba") == "numba" else 60.0
+        train = float(values["steps"]) * values["batch"] * m * d * per_sample
         return (solve + train) * 1e-9
 
     # -- helpers ----------------------------------------------------------------------------
@@ -507,6 +687,8 @@ class Hermite(Model):
             **extra,
         }
         data["t_recover"].attrs["nan_meaning"] = "the overlap never reached 0.9"
+        if axis == "step":
+            data["t_recover"].attrs["long_name"] = "lr × the first step with overlap ≥ 0.9"
         data["t_recover_theory"].attrs["nan_meaning"] = (
             "not learnable: more teachers than neurons (greedy rule) or a_p = 0")
         if Vs is not None:
@@ -520,6 +702,25 @@ class Hermite(Model):
             coords["dim"] = var(("dim",), np.arange(d), "input coordinate")
         return xr.Dataset(data, coords=coords)
 
+    @staticmethod
+    def _winner_vars(winner: np.ndarray, w_th: np.ndarray, U0: np.ndarray
+                     ) -> dict[str, xr.Variable]:
+        """``winner``, ``winner_theory`` and ``winner_overlap0`` (docs/hermite-sgd.md §3)."""
+        P = winner.shape[1]
+        cos2 = U0[:, :P] ** 2  # (m, P)
+        ov0 = np.where(winner >= 0, cos2[np.maximum(winner, 0), np.arange(P)[None, :]], np.nan)
+        out = {
+            "winner": var(("point", "teacher"), winner,
+                          "neuron with the largest overlap when the teacher is recovered "
+                          "(-1: never recovered)"),
+            "winner_theory": var(("point", "teacher"), w_th,
+                                 "neuron the greedy rule pairs with the teacher (-1: none)"),
+            "winner_overlap0": var(("point", "teacher"), ov0,
+                                   "initial squared overlap <v̄_k(0), e_p>² of the winner"),
+        }
+        out["winner_overlap0"].attrs["nan_meaning"] = "the teacher was never recovered"
+        return out
+
     # -- gradient flow ----------------------------------------------------------------------
     def solve(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         c, a, U0, sigma0 = self._setup(batch)
@@ -532,8 +733,13 @@ class Hermite(Model):
         Vs = np.full((B, T, m, d), np.nan) if batch["save_params"] else None
         status = np.zeros(B, np.int8)
         nfev = np.zeros(B, np.int64)
+        njev = np.zeros(B, np.int64)
+        t_stop = np.zeros(B)
         t_rec = np.full((B, P), np.nan)
-        t_th = np.stack([greedy_recovery_times(U0[:, :P], a[b], c) for b in range(B)])
+        winner = np.full((B, P), -1, np.int64)
+        pairs = [greedy_pairs(U0[:, :P], a[b], c) for b in range(B)]
+        t_th = np.stack([tp[0] for tp in pairs])
+        w_th = np.stack([tp[1] for tp in pairs])
         for b in range(B):
 
             def record(i: int, Vi: np.ndarray, b: int = b) -> None:
@@ -546,14 +752,23 @@ class Hermite(Model):
                 if progress is not None:
                     progress(min(1.0, (b + t / times[-1]) / B))
 
-            status[b], nfev[b] = _integrate_flow(
+            res = _integrate_flow(
                 sigma0[b] * U0, a[b], c, times, batch["method"], batch["rtol"],
-                1e-3 * batch["rtol"] * sigma0[b] / math.sqrt(d), record, t_rec[b], frac)
+                1e-3 * batch["rtol"] * sigma0[b] / math.sqrt(d), record, t_rec[b], frac,
+                early_stop=batch["early_stop"], recoverable=np.isfinite(t_th[b]),
+                winner=winner[b])
+            status[b], nfev[b], njev[b], t_stop[b] = (res["status"], res["nfev"], res["njev"],
+                                                      res["t_stop"])
         if progress is not None:
             progress(1.0)
         loss_th = np.stack([idealised_loss(times, t_th[b], a[b], c) for b in range(B)])
         coord = var(("time",), times, "gradient-flow time t", "time")
-        extra = {"nfev": var(("point",), nfev, "right-hand-side (gradient) evaluations")}
+        extra = {"nfev": var(("point",), nfev, "right-hand-side (gradient) evaluations"),
+                 "njev": var(("point",), njev, "Jacobian evaluations (BDF, LSODA)"),
+                 "t_stop": var(("point",), t_stop, "time at which the integration ended "
+                               "(t_max unless early_stop or divergence); later output times "
+                               "hold the state there", "time"),
+                 **self._winner_vars(winner, w_th, U0)}
         return self._dataset(batch, "time", coord, loss, overlap, norm, t_rec, t_th, loss_th,
                              status, Vs, extra)
 
@@ -561,53 +776,45 @@ class Hermite(Model):
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         c, a, U0, sigma0 = self._setup(batch)
         B, m, d, P = batch.size, batch["m"], batch["d"], batch["P"]
-        n, steps = batch["batch"], batch["steps"]
-        lr = batch.column("lr").astype(float)
-        grid = log_steps(steps, batch["checkpoints"])
+        lr = np.ascontiguousarray(batch.column("lr"), dtype=float)
+        grid = log_steps(batch["steps"], batch["checkpoints"])
         S = len(grid)
         loss = np.full((B, S), np.nan)
         overlap = np.full((B, S, P), np.nan)
         norm = np.full((B, S, P), np.nan)
         Vs = np.full((B, S, m, d), np.nan) if batch["save_params"] else None
-        status = np.zeros(B, np.int8)
-        alive = np.ones(B, bool)
-        V = sigma0[:, None, None] * U0[None, :, :]
-        gen = rng(batch["seed"], "sgd")
+        V = np.ascontiguousarray(sigma0[:, None, None] * U0[None, :, :])
+        pairs = [greedy_pairs(U0[:, :P], a[b], c) for b in range(B)]
+        t_th = np.stack([tp[0] for tp in pairs])
+        w_th = np.stack([tp[1] for tp in pairs])
 
-        def record(i: int) -> None:
-            for b in range(B):
-                if not alive[b]:
-                    continue
-                Vb = V[b]
-                if not np.all(np.isfinite(Vb)):
-                    alive[b] = False
-                    status[b] = 1
-                    continue
-                loss[b, i] = population_loss_grad(Vb, a[b], c, need_grad=False)[0]
-                overlap[b, i], norm[b, i] = _overlap_stats(Vb, P)
-                if Vs is not None:
-                    Vs[b, i] = Vb
+        def record(i: int, b: int) -> None:
+            loss[b, i] = population_loss_grad(V[b], a[b], c, need_grad=False)[0]
+            overlap[b, i], norm[b, i] = _overlap_stats(V[b], P)
+            if Vs is not None:
+                Vs[b, i] = V[b]
 
-        record(0)
-        nxt = 1
-        report_every = max(1, steps // 200)
-        for s in range(1, steps + 1):
-            x = gen.standard_normal((n, d))
-            sx = hermite_eval(x[:, :P], c)[0]  # (n, P)
-            for b in np.flatnonzero(alive):
-                # one configuration at a time: identical BLAS shapes whatever the batch
-                with np.errstate(over="ignore", invalid="ignore"):
-                    V[b] = V[b] - lr[b] * minibatch_grad(V[b], x, sx @ a[b], c)
-            if s == grid[nxt]:
-                record(nxt)
-                nxt += 1
-            if progress is not None and s % report_every == 0:
-                progress(s / steps)
+        res = run_online_sgd(V, np.ascontiguousarray(a), c, lr, batch["batch"], grid,
+                             rng(batch["seed"], "sgd"), np.isfinite(t_th),
+                             batch["stop_on_recovery"], batch["loop"], _R_FLOOR, RECOVERY,
+                             record, progress)
+        steps_rec = np.where(res["rec_step"] >= 0, res["rec_step"], np.nan)
         timev = lr[:, None] * grid[None, :].astype(float)
-        t_rec = np.stack([first_crossing(timev[b], overlap[b]) for b in range(B)])
-        t_th = np.stack([greedy_recovery_times(U0[:, :P], a[b], c) for b in range(B)])
+        t_rec = lr[:, None] * steps_rec
         loss_th = np.stack([idealised_loss(timev[b], t_th[b], a[b], c) for b in range(B)])
         coord = var(("step",), grid, "online-SGD step (samples / batch)")
-        extra = {"time": var(("point", "step"), timev, "rescaled time lr × step", "time")}
-        return self._dataset(batch, "step", coord, loss, overlap, norm, t_rec, t_th, loss_th,
-                             status, Vs, extra)
+        extra = {
+            "time": var(("point", "step"), timev, "rescaled time lr × step", "time"),
+            "steps_recover": var(("point", "teacher"), steps_rec,
+                                 "first SGD step after which the overlap is ≥ 0.9"),
+            "steps_run": var(("point",), res["last_step"], "SGD steps taken (fewer than steps "
+                             "with stop_on_recovery)"),
+            **self._winner_vars(res["winner"], w_th, U0),
+        }
+        extra["steps_recover"].attrs["nan_meaning"] = "the overlap never reached 0.9"
+        ds = self._dataset(batch, "step", coord, loss, overlap, norm, t_rec, t_th, loss_th,
+                           res["status"], Vs, extra)
+        for name in ("loss", "overlap", "norm"):
+            ds[name].attrs["nan_meaning"] = ("after the configuration stopped "
+                                             "(stop_on_recovery) or diverged")
+        return ds

@@ -315,7 +315,7 @@ def _masked_dataset(rf: ResultFile) -> Any:
 def _check_scaling(rf: ResultFile) -> None:
     """BadInput (before anything is written) when the scaling analysis cannot use the file."""
     module = _scaling_module()
-    check = getattr(module, "mean_loss", None)
+    check = getattr(module, "check_dataset", None) or getattr(module, "mean_loss", None)
     if check is None:
         return
     try:

@@ -1,11 +1,13 @@
-"""Scaling-law analysis of a width sweep of the ``hermite`` model (SPEC.md §C1, Prop. 2.2).
+"""Scaling-law analysis of a width sweep of the ``hermite`` model (Ren et al. 2025, Prop. 2.2;
+docs/hermite-sgd.md §5).
 
 Input: a result Dataset with a ``loss`` variable over a ``time`` dimension and a grid dimension
 ``m`` (student width), possibly also ``seed`` (averaged over) -- the output of
 ``richlazy sweep solve hermite -g m=...``. A dataset without an ``m`` dimension is treated as one
 width (taken from the ``params`` attribute). Three log-log OLS fits, each with a 95% confidence
 interval ``slope ± t_{0.975, n-2} · stderr`` (the residuals of a staircase are correlated, so the
-interval is a lower bound on the real uncertainty), compared with the theory of SPEC §C1:
+interval is a lower bound on the real uncertainty), compared with the theory
+(docs/hermite-sgd.md, eq. (12)):
 
 * **time**: ``log L`` against ``log t`` over the *emergence window* of the widest student (loss
   averaged over seeds), expecting ``-(2β-1)/β``. The window is ``[T_(4), T_(⌈n/2⌉)]``, where
@@ -27,6 +29,17 @@ constant ``L_P`` (:func:`finite_p_offset`), which steepens every log-log slope (
 ``β = 0.8`` the raw time slope is about -1.0 instead of -0.75). Each fit therefore also carries
 ``corrected``: the same OLS on ``log(L + L_P)``, the estimator of the infinite-P exponent.
 
+**Online SGD (Ren et al. 2025, §1.1; docs/hermite-sgd.md, eq. (5)).** A ``train`` sweep over
+the input dimension ``d`` (and ``seed``) with ``steps_recover`` is analysed by
+:func:`sample_complexity_fit`: OLS of ``log median_seeds steps_recover`` against ``log d``,
+expecting ``k* − 1`` (3 for h4). :func:`scaling_figures` draws it with the ``d^(k*−1)``
+reference instead of the three width figures.
+
+**Per-task laws** (docs/hermite-sgd.md §5): :func:`emergence_order_fit` (Prop. 2.2(a),
+``t_p v̄_p(0)² ∝ p^β``), :func:`greedy_agreement` (the fraction of teachers recovered by the
+greedy neuron), :func:`tail_loss` (``½ Σ_{p>k} a_p²``, the approximation barrier, also for
+β < ½), :func:`unstable_exponent` (Cor. 2.3).
+
 Everything is JSON-able: :func:`fit_scaling` returns ``{"time": fit, "width": fit,
 "compute": fit}``, each ``fit`` with ``slope, intercept, stderr, ci_low, ci_high, theory, window,
 n_points`` (log10 units; NaN where a fit is impossible, with a ``note``).
@@ -47,7 +60,7 @@ LEVEL = 0.95
 
 
 def theory_exponents(beta: float) -> dict[str, float]:
-    """SPEC §C1 exponents: time ``-(2β-1)/β``, width ``-(2β-1)``, compute ``-(2β-1)/(1+β)``."""
+    """Prop. 2.2 exponents: time ``-(2β-1)/β``, width ``-(2β-1)``, compute ``-(2β-1)/(1+β)``."""
     return {
         "time": -(2 * beta - 1) / beta,
         "width": -(2 * beta - 1),
@@ -142,7 +155,7 @@ def emergence_window(ds: xr.Dataset, L: xr.DataArray) -> tuple[float, float, str
 def finite_p_offset(P: int | None, beta: float | None) -> float:
     """``L_P = ½ P^(1-2β) / ((2β-1) Z²)``: the tail mass beyond ``P`` of the infinite model.
 
-    SPEC §C1: ``Σ_{p>k} a_p² ≈ k^(1-2β)/((2β-1)Z²)``; with only ``P`` tasks the tail is
+    The tail: ``Σ_{p>k} a_p² ≈ k^(1-2β)/((2β-1)Z²)``; with only ``P`` tasks the tail is
     ``Σ_{k<p≤P} a_p² ≈ (k^(1-2β) - P^(1-2β))/((2β-1)Z²)``, so ``L + L_P`` is the pure power law
     of the infinite-P theory. 0 when P or β is unknown or β ≤ ½.
     """
@@ -235,7 +248,7 @@ def _fit_compute(L: xr.DataArray, offset: float) -> dict[str, Any]:
 
 
 def fit_scaling(ds: xr.Dataset, window: tuple[float, float] | None = None) -> dict[str, Any]:
-    """Fitted time, width and compute exponents with 95% intervals, beside SPEC §C1 theory."""
+    """Fitted time, width and compute exponents with 95% intervals, beside the theory."""
     L = mean_loss(ds)
     beta = _beta(ds)
     theory = theory_exponents(beta) if beta is not None else {}
@@ -247,6 +260,119 @@ def fit_scaling(ds: xr.Dataset, window: tuple[float, float] | None = None) -> di
             fit["corrected"]["theory"] = fit["theory"]
     fits["beta"] = beta
     return _clean(fits)
+
+
+# -- online SGD: sample complexity -------------------------------------------------------------
+def is_sample_complexity(ds: xr.Dataset) -> bool:
+    """Whether ``ds`` is a ``train`` sweep over ``d`` with ``steps_recover``."""
+    return "steps_recover" in ds and "d" in ds["steps_recover"].dims
+
+
+def median_steps(ds: xr.Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(d, median over seeds and teachers of steps_recover, per-run values (d, runs))``.
+    A run that never recovered counts as +∞ in the median (so a median that is not finite
+    means at least half the runs failed)."""
+    da = ds["steps_recover"]
+    other = [k for k in da.dims if k != "d"]
+    da = da.transpose("d", *other)
+    runs = da.values.reshape(da.sizes["d"], -1)
+    with np.errstate(invalid="ignore"):
+        med = np.median(np.where(np.isnan(runs), np.inf, runs), axis=1)
+    return da["d"].values.astype(float), med, runs
+
+
+def sample_complexity_fit(ds: xr.Dataset) -> dict[str, Any]:
+    """OLS slope of ``log10 median steps_recover`` against ``log10 d`` with its 95% interval,
+    beside the theory ``k* − 1`` (Ren et al. 2025, §1.1: ``n ≍ d^(k*−1)``)."""
+    d, med, runs = median_steps(ds)
+    fit = ols_fit(np.log10(d), np.log10(med))
+    k = _params(ds).get("k", 4)
+    coeffs = _params(ds).get("sigma_coeffs")
+    if coeffs is not None:
+        nz = np.flatnonzero(np.asarray(coeffs, dtype=float)[1:] != 0)
+        k = int(nz[0]) + 1 if nz.size else k
+    fit.update(theory=float(k) - 1.0, d=d.tolist(), median=med.tolist(),
+               recovered=[int(np.count_nonzero(np.isfinite(r))) for r in runs],
+               runs=int(runs.shape[1]))
+    return _clean(fit)
+
+
+def sample_complexity_figure(ds: xr.Dataset, out_dir: pathlib.Path, stem: str,
+                             fmt: str) -> list[dict[str, Any]]:
+    """Per-run and median ``steps_recover`` against ``d`` (log-log), the fit and ``d^(k*−1)``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fit = sample_complexity_fit(ds)
+    d, med, runs = median_steps(ds)
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for i in range(runs.shape[1]):
+        ax.loglog(d, runs[:, i], ".", color="0.6", ms=4, label="runs" if i == 0 else None)
+    ax.loglog(d, med, "o", color="C0", label="median over seeds")
+    if fit.get("slope") is not None:
+        ax.loglog(d, 10 ** (fit["intercept"] + fit["slope"] * np.log10(d)), "k-", lw=2,
+                  label=f"fit {_fmt(fit)}")
+        ok = np.isfinite(med)
+        anchor = np.exp(np.mean(np.log(med[ok]) - fit["theory"] * np.log(d[ok])))
+        ax.loglog(d, anchor * d ** fit["theory"], "r--", lw=1.5,
+                  label=f"d^{fit['theory']:g} reference")
+    ax.set_xlabel("input dimension d")
+    ax.set_ylabel("SGD steps (= samples) to recovery")
+    ax.legend(fontsize=7)
+    name = f"{stem}-scaling-samples.{fmt}"
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out_dir / name)
+    plt.close(fig)
+    caption = (f"Online-SGD sample complexity: steps to overlap² 0.9 against d; {_fmt(fit)}, "
+               "theory k*−1")
+    return [{"file": name, "kind": "scaling", "var": "steps_recover", "caption": caption,
+             "fits": {"samples": fit}}]
+
+
+def check_dataset(ds: xr.Dataset) -> None:
+    """Raise ValueError/KeyError when neither scaling analysis applies to ``ds``."""
+    if is_sample_complexity(ds):
+        return
+    mean_loss(ds)
+
+
+# -- per-task laws ------------------------------------------------------------------------------
+def emergence_order_fit(t_recover: np.ndarray, overlap0: np.ndarray,
+                        p_range: tuple[int, int]) -> dict[str, Any]:
+    """Prop. 2.2(a): OLS slope of ``log(t_p · v̄_p(0)²)`` against ``log p`` over teachers
+    ``p_range[0] ≤ p ≤ p_range[1]`` (1-based), expecting β, since ``t_p ≈ 1/(8 a_p v̄_p(0)²)``
+    with ``a_p ∝ p^−β`` (docs/hermite-sgd.md, eq. (11)); ``raw`` is the slope of
+    ``log t_p`` alone (the winners' initial overlaps scatter it)."""
+    p = np.arange(1, len(t_recover) + 1, dtype=float)
+    sel = (p >= p_range[0]) & (p <= p_range[1])
+    fit = ols_fit(np.log10(p[sel]), np.log10(t_recover[sel] * overlap0[sel]))
+    fit["raw"] = ols_fit(np.log10(p[sel]), np.log10(t_recover[sel]))
+    return _clean(fit)
+
+
+def greedy_agreement(winner: np.ndarray, winner_theory: np.ndarray) -> float:
+    """Fraction of the recovered teachers (``winner ≥ 0``) won by the greedy neuron."""
+    winner, winner_theory = np.asarray(winner), np.asarray(winner_theory)
+    rec = winner >= 0
+    return float(np.mean(winner[rec] == winner_theory[rec])) if rec.any() else math.nan
+
+
+def tail_loss(a: np.ndarray, k: int) -> float:
+    """``½ Σ_{p>k} a_p²``: the loss left when the ``k`` largest tasks are learned. For
+    ``a_p ∝ p^−β`` with β < ½ and ``Σ a_p² = 1`` it is ≈ ``½ [1 − (k/P)^(1−2β)]``
+    (docs/hermite-sgd.md, eq. (13))."""
+    a = np.sort(np.asarray(a, dtype=float))[::-1]
+    return 0.5 * float(np.sum(a[k:] ** 2))
+
+
+def unstable_exponent(beta: float) -> float:
+    """Cor. 2.3 (derived, docs/hermite-sgd.md, eq. (15)): with the step tuned to the budget,
+    ``L(n) ∝ n^(−(2β−1)/(2β))``."""
+    return -(2 * beta - 1) / (2 * beta)
 
 
 def _clean(obj: Any) -> Any:
@@ -281,7 +407,10 @@ def _fmt(fit: dict[str, Any]) -> str:
 
 def scaling_figures(ds: xr.Dataset, out_dir: pathlib.Path, stem: str,
                     fmt: str) -> list[dict[str, Any]]:
-    """Draw the time, width and compute scaling figures; one dict per figure written."""
+    """Draw the time, width and compute scaling figures (or, for an online-SGD sweep over d,
+    the sample-complexity figure); one dict per figure written."""
+    if is_sample_complexity(ds):
+        return sample_complexity_figure(ds, out_dir, stem, fmt)
     import matplotlib
 
     matplotlib.use("Agg")
