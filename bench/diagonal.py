@@ -1,6 +1,6 @@
 """Benchmark: the ``diagonal`` model's ``solve`` against the original study's fixed-step GD.
 
-Setting (issue 6, SPEC §B1 "Section 9 experiment"): d = 1000, N = 100, a 5-sparse teacher with
+Setting (Azulay et al. 2021, §9; docs/diagonal.md): d = 1000, N = 100, a 5-sparse teacher with
 entries 1/√5, label-noise variance 0.01, unbiased symmetric initialisation with alpha = 1e-3 and
 shape s = 0. Both runs stop once the train MSE (1/N)‖Xw − y‖² falls below 1e-4, as the study did.
 

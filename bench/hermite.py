@@ -1,4 +1,4 @@
-"""Benchmark of the hermite model (SPEC.md §C1): closed-form population gradient vs Monte Carlo,
+"""Benchmark of the hermite model (docs/hermite.md): closed-form population gradient vs Monte Carlo,
 and the projected wall time of jobs/ren-fig2.toml on this machine.
 
 Run: ``.venv/bin/python bench/hermite.py [--quick]``. Prints side by side:

@@ -1,5 +1,5 @@
 """Benchmark: exact batch evaluation of the single-neuron solution vs a per-configuration
-``solve_ivp`` loop (issue 2; target >= 100x), plus the 10,000-configuration exact evaluation.
+``solve_ivp`` loop (target >= 100x), plus the 10,000-configuration exact evaluation.
 
 Run: ``.venv/bin/python bench/single_neuron.py [--configs 1000] [--subset 50]``.
 

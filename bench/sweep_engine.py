@@ -1,4 +1,4 @@
-"""Sweep-engine benchmark (issue 3): overhead, parallel speed-up and parent memory, in one run.
+"""Sweep-engine benchmark: overhead, parallel speed-up and parent memory, in one run.
 
 1. Overhead: 20,000 points of a cheap model (single-neuron, exact solution, 101 times) run
    through the engine (validation, chunking, parts folder, assembly, atomic final write) against

@@ -1,4 +1,4 @@
-"""Benchmark of the ``two-layer`` model (issue 4 "Bench"), at the paper's size.
+"""Benchmark of the ``two-layer`` model at the paper's size (docs/two-layer.md).
 
 Run: ``.venv/bin/python bench/two_layer.py [--steps N]``. Prints, side by side and in one run
 on the same data (d = 100, h = 50, n = 1000, k = 3):
@@ -62,7 +62,7 @@ def _problem(dtype: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
 
 
 def plain_numpy_worker(n_configs: int, steps: int) -> tuple[int, float]:
-    """The per-configuration GD loop as research code writes it (SPEC §A3 recipe step 3)."""
+    """The per-configuration GD loop as research code writes it (docs/two-layer.md, eq. (4))."""
     with threadpool_limits(1):
         X, y, W_init, a_init = _problem("float64")
         lr = 5e-3

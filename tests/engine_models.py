@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any, ClassVar
 
 import numpy as np
 import xarray as xr
@@ -40,6 +41,11 @@ class Toy(Model):
         Param("sleep", "float", 0.0, "seconds to sleep per call", low=0.0),
         Param("work", "int", 0, "size of matrix products to burn CPU with", low=0),
     )
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
+        action: ({"slope": 1.0}, {"slope": 2.0, "scale": 0.2, "offset": [1.0, -1.0]},
+                 {"seed": 1, "label": "b"})
+        for action in ("solve", "train")
+    }
 
     check_calls = 0  # counted, to test that checks are memoised
 

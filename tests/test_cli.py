@@ -1,4 +1,4 @@
-"""The command line and the result store: single runs, schema, provenance, bad input (issue 2)."""
+"""The command line and the result store: single runs, schema, provenance, bad input."""
 
 from __future__ import annotations
 

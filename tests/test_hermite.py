@@ -1,4 +1,5 @@
-"""Tests of the additive Hermite model (SPEC.md §C1): closed forms against independent methods."""
+"""Tests of the additive Hermite model (docs/hermite.md): closed forms against independent
+methods."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def run(action: str, **given: object) -> object:
     return Hermite().run(action, batch).isel(point=0)
 
 
-# -- Hermite algebra and SPEC sanity checks ---------------------------------------------------
+# -- Hermite algebra and reference values ----------------------------------------------------
 def test_hermite_eval_matches_numpy_hermite_e() -> None:
     z = np.linspace(-4, 4, 41)
     for c in (H4, MIXED, hermite_coeffs(6, None)):
@@ -54,7 +55,7 @@ def _gauss_2d(corr: float, n: int = 60) -> tuple[np.ndarray, np.ndarray, np.ndar
     return X, corr * X + math.sqrt(1 - corr**2) * Y, W
 
 
-def test_sanity_check_9_hermite_correlation_and_loss() -> None:
+def test_hermite_correlation_and_loss_reference_values() -> None:
     # E[h4 h4] at correlation 0.6 is 0.6^4 = 0.1296 (quadrature)
     z1, z2, W = _gauss_2d(0.6)
     h4 = lambda z: (z**4 - 6 * z**2 + 3) / math.sqrt(24)  # noqa: E731
@@ -68,7 +69,7 @@ def test_sanity_check_9_hermite_correlation_and_loss() -> None:
     assert abs(0.5 * np.sum(W * (0.25 * h4(z1) - h4(z2)) ** 2) - 0.5292250) < 1e-12
 
 
-def test_sanity_check_10_emergence_time() -> None:
+def test_emergence_time_reference_value() -> None:
     # eta = 1e-3, a = 0.5, m0 = 0.05 -> m1 = 0.9: T = 101551.101 (closed form = ODE = quadrature)
     assert abs(emergence_time_h4(0.05, 0.9, 0.5, eta=1e-3) - 101551.101) < 1e-3
     assert abs(emergence_time(0.05, 0.9, 0.5, H4, eta=1e-3) - 101551.101) < 1e-3
@@ -133,7 +134,7 @@ def test_gradient_matches_finite_differences(c: np.ndarray) -> None:
     assert np.linalg.norm(fd - grad) / np.linalg.norm(grad) <= 1e-6
 
 
-def test_gradient_equals_spec_h4_formula() -> None:
+def test_gradient_equals_the_h4_formula() -> None:
     V, a = _random_problem(3)
     P = a.size
     r = np.linalg.norm(V, axis=1)
@@ -170,28 +171,10 @@ def test_bad_input_is_rejected(given: dict[str, object]) -> None:
 def test_default_lr_and_schema() -> None:
     assert Hermite.resolve("train", {"d": 20})["lr"] == pytest.approx(0.1 / 400)
     ds = run("solve", d=12, P=3, m=4, t_max=50.0, checkpoints=20, save_params=True)
-    for name in ("loss", "overlap", "norm", "t_recover", "t_recover_theory", "loss_theory", "v"):
-        assert "long_name" in ds[name].attrs
-    for name in ds.coords:
-        assert "long_name" in ds[name].attrs
     assert ds["overlap"].dims == ("time", "teacher")
     assert ds["v"].dims == ("time", "neuron", "dim")
     assert float(ds["loss"][0]) == pytest.approx(0.5, abs=1e-3)  # Σ a_p² = 1, σ0 small: L(0) ≈ ½
     assert float(ds["loss"][-1]) < 0.5 * float(ds["loss"][0])
-
-
-def test_batch_is_bitwise_identical_to_single_configurations() -> None:
-    common = {"d": 10, "P": 3, "m": 4, "seed": 5}
-    for action, extra in (("solve", {"t_max": 30.0, "checkpoints": 15}),
-                          ("train", {"steps": 300, "checkpoints": 10, "batch": 3})):
-        points = [Hermite.resolve(action, {**common, **extra, "sigma0": s0, "beta": b})
-                  for s0, b in ((0.01, 0.8), (0.05, 1.2))]
-        together = Hermite().run(action, Batch.from_points(Hermite, points))
-        for i, pt in enumerate(points):
-            alone = Hermite().run(action, Batch.from_points(Hermite, [pt])).isel(point=0)
-            for name in ("loss", "overlap", "norm", "t_recover"):
-                np.testing.assert_array_equal(together[name].isel(point=i).values,
-                                              alone[name].values)
 
 
 # -- dynamics against theory ------------------------------------------------------------------
@@ -260,8 +243,8 @@ def test_loss_time_exponent_d512() -> None:
     Measured: raw slope -1.02 [-1.05, -0.98] over [T_(4), T_(32)], finite-P-corrected slope
     -0.66 [-0.69, -0.64] (theory -0.75). The raw slope is shifted by finite P (the same window
     on the idealised curve of the same run gives a raw slope near -1.0, and the idealised raw
-    slope drifts toward -0.75 as P grows: tests/test_scaling.py), so the ±0.15 bound of the
-    issue is asserted on the finite-P-corrected estimator, and the raw slope is asserted to
+    slope drifts toward -0.75 as P grows: tests/test_scaling.py), so a ±0.15 bound around
+    the theory is asserted on the finite-P-corrected estimator, and the raw slope is asserted to
     agree with the idealised curve within ±0.15.
     """
     from richlazy_cli.report.scaling import fit_scaling, ols_fit
@@ -288,7 +271,8 @@ def test_teacher_weights_power_law_normalised() -> None:
 
 
 def test_minibatch_gradient_is_unbiased() -> None:
-    # the online-SGD gradient (SPEC §C1) averages to the closed-form population gradient
+    # the online-SGD gradient (docs/hermite.md, eq. (7)) averages to the closed-form population
+    # gradient
     V, a = _random_problem(4)
     _, grad = population_loss_grad(V, a, H4)
     g = np.random.default_rng(7)

@@ -1,7 +1,7 @@
-"""Tests of ``richlazy_cli.report`` (issue 5): figures, index.html and summary.json.
+"""Tests of ``richlazy_cli.report``: figures, index.html and summary.json.
 
 Every result file is written during the test session (by the store, following the schema of
-DESIGN.md §4); nothing binary is checked in.
+docs/engine.md); nothing binary is checked in.
 """
 
 from __future__ import annotations
@@ -442,7 +442,7 @@ def test_bad_files(tmp_path: Path) -> None:
 
 def test_scaling_kind_delegates(phase_file: Path, tmp_path: Path) -> None:
     """--kind scaling hands the (masked) file to report/scaling.py and lists what it drew."""
-    scaling = pytest.importorskip("richlazy_cli.report.scaling")
+    from richlazy_cli.report import scaling
     m = np.array([2, 4, 8, 16, 32])
     t = np.concatenate([[0.0], np.logspace(-1, 3, 41)])
     mm, tt, ss = np.meshgrid(m, t, [0, 1], indexing="ij")

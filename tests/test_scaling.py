@@ -113,7 +113,8 @@ def test_scaling_figures_write_files(tmp_path: pathlib.Path) -> None:
 
 
 def test_finite_p_offset_is_the_missing_tail() -> None:
-    # Σ_{k<p≤P} a_p² + 2 L_P ≈ k^(1-2β)/((2β-1)Z²) (SPEC §C1 tail), for k well inside [1, P]
+    # Σ_{k<p≤P} a_p² + 2 L_P ≈ k^(1-2β)/((2β-1)Z²) (the tail of docs/hermite.md, before
+    # eq. (11)), for k well inside [1, P]
     P, beta = 4096, 0.8
     a = teacher_weights(P, beta)
     Z2 = np.sum(np.arange(1, P + 1) ** (-2 * beta))
@@ -146,8 +147,9 @@ def test_idealised_curve_exponent_trends_to_theory_with_p() -> None:
 
 
 def test_fits_recover_theory_on_the_idealised_curve() -> None:
-    """SPEC §C1 idealised model, P = 2^14, β = 0.8, T_p = 1/a_p (uniform initial overlaps),
-    width m learns the m largest tasks: L_m(t) = ½[Σ_{p>m} a_p² + Σ_{p≤m, T_p>t} a_p²].
+    """The idealised model of docs/hermite.md, eq. (10), P = 2^14, β = 0.8, T_p = 1/a_p
+    (uniform initial overlaps), width m learns the m largest tasks: L_m(t) = ½[Σ_{p>m} a_p² +
+    Σ_{p≤m, T_p>t} a_p²].
     The finite-P-corrected fits give Prop. 2.2 and the compute frontier within 0.03."""
     P, beta = 2**14, 0.8
     a = teacher_weights(P, beta)

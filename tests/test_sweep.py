@@ -1,5 +1,5 @@
 """The sweep engine end to end: determinism across execution routes, crash safety, shards,
-failure isolation and bad input (issue 3)."""
+failure isolation and bad input."""
 
 from __future__ import annotations
 

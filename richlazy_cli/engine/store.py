@@ -6,10 +6,11 @@ A write goes to a temporary file in the destination folder, is fsynced, then mov
 with ``os.replace``, so a reader never sees a half-written file and an interrupted write leaves
 any earlier file untouched. An existing file is replaced only with ``force=True``.
 
-Global attributes (DESIGN.md §4): ``richlazy_version``, ``model``, ``action``, ``params``
-(JSON), ``grid`` (JSON), ``command`` (JSON argv), ``created`` (UTC ISO 8601), ``host``,
-``versions`` (JSON), ``complete`` (1 or 0), ``errors`` (JSON list), and, when the package runs
-from a git checkout, ``git_commit`` and ``git_dirty`` (1 or 0). Optional: ``shard`` ("K/N").
+Global attributes (docs/engine.md, "Result files"): ``richlazy_version``, ``model``,
+``action``, ``params`` (JSON), ``grid`` (JSON), ``command`` (JSON argv), ``created`` (UTC
+ISO 8601), ``host``, ``versions`` (JSON), ``complete`` (1 or 0), ``errors`` (JSON list), and,
+when the package runs from a git checkout, ``git_commit`` and ``git_dirty`` (1 or 0).
+Optional: ``shard`` ("K/N").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The compiled training loop of the two-layer model (SPEC.md §A3), in numba.
+"""The compiled training loop of the two-layer model (docs/two-layer.md), in numba.
 
 Private helper of :mod:`richlazy_cli.models._two_layer_kernels`, which imports it only when a
 run trains (numba and its compiled-code cache are then loaded once per process). Pure
@@ -12,7 +12,7 @@ blocks of ``nb`` (:data:`SAMPLE_BLOCK`). For each block ``b`` it computes
 * the residuals ``r = f(x) − y`` with ``f = Σ_k a_k σ(z_k)``, the loss ``(1/n) Σ r²`` summed in
   float64, and the backward factor ``D_b = σ'(Z_b) ∘ r``, written over ``Z_b``;
 * the backward product ``P += D_b X_b`` (g h × d, :func:`backward_block`), so that row
-  ``c h + k`` of ``P`` ends as ``ξ_k = Xᵀ D_k r`` of SPEC §A3 "Dynamics" for configuration
+  ``c h + k`` of ``P`` ends as ``ξ_k = Xᵀ D_k r`` of docs/two-layer.md, eq. (4), for configuration
   ``c``;
 
 and then the update ``a_k ← a_k − κ w_k·ξ_k``, ``w_k ← w_k − κ a_k ξ_k`` with ``κ = lr_eff 2/n``
@@ -20,9 +20,9 @@ and then the update ``a_k ← a_k − κ w_k·ξ_k``, ``w_k ← w_k − κ a_k �
 without returning to Python.
 
 Why blocks of samples: products of this size (g h × d × nb with nb ≈ 40) run in OpenBLAS's
-small-matrix kernels, which do not pack their operands. At the paper's size they reach 55–57
-GFLOP/s (forward) and 52–55 (backward) on one core, against 52 and 47–48 for the whole
-products, which OpenBLAS repacks (Xᵀ twice, D once) at every call; and the block's
+small-matrix kernels, which do not pack their operands: at the paper's size they run faster
+than the whole products, which OpenBLAS repacks (Xᵀ twice, D once) at every call (README,
+"Performance"; ``bench/two_layer.py``); and the block's
 pre-activations stay in cache between the products and the pass. The products are called
 straight from BLAS (``dgemm``/``sgemm`` of SciPy's ``cython_blas``; ``threadpoolctl`` limits
 its threads like NumPy's BLAS: this module imports it first, so that a limit set afterwards
@@ -43,9 +43,8 @@ from numba import njit, types
 from numba.extending import get_cython_function_address
 
 SAMPLE_BLOCK = 40
-"""Samples per block. Measured per configuration-step at the paper's size in groups of 4:
-397, 384, 390, 457 and 444 µs for blocks of 32, 40, 50, 64 and 100 samples (whole products:
-421 µs); in groups of 1, 406 µs against 483 µs."""
+"""Samples per block: the fastest of 32 to 100 in timings at the paper's size, where blocks
+beat whole products both in groups of 4 and for single configurations."""
 
 # BLAS's Fortran gemm from SciPy, bound by symbol name (not as ctypes pointers, which numba
 # cannot cache): the names are registered with LLVM before any compiled code is loaded.

@@ -1,16 +1,16 @@
-"""Numerical kernels of the two-layer teacher-student model (SPEC.md §A3).
+"""Numerical kernels of the two-layer teacher-student model (docs/two-layer.md).
 
 Private helper of :mod:`richlazy_cli.models.two_layer`; pure numerics, no I/O. The training
 loop itself is compiled by numba in :mod:`._two_layer_jit`.
 
-Conventions (SPEC §A3, "Fig. 1 / Appendix D.1 protocol"):
+Conventions (Kunin et al. 2024, App. D.1; docs/two-layer.md, eqs. (1)–(4)):
 
 * student ``f(x) = Σ_k a_k σ(w_kᵀx)`` with ``σ(z) = max(z, γ z)`` (``γ`` = ``leak`` ∈ [0, 1])
   and ``σ'(0) = 1``;
 * loss = mean squared error ``L = (1/n) Σ_i (f(x_i) − y_i)²`` (the authors' code; gradient
   factor ``2/n``), full-batch gradient descent ``θ ← θ − lr_eff ∇L``;
-* with ``r = f(X) − y``, ``D = σ'(X Wᵀ)`` (n × h) and ``ξ_k = Xᵀ D_k r`` (SPEC §A3
-  "Dynamics")::
+* with ``r = f(X) − y``, ``D = σ'(X Wᵀ)`` (n × h) and ``ξ_k = Xᵀ D_k r``
+  (docs/two-layer.md, eq. (4))::
 
       ∂L/∂w_k = (2/n) a_k ξ_k,        ∂L/∂a_k = (2/n) Σ_i σ(w_kᵀx_i) r_i = (2/n) w_kᵀ ξ_k
 
@@ -44,12 +44,13 @@ from threadpoolctl import threadpool_limits
 from .base import rng
 
 # ----------------------------------------------------------------------------------------------
-# Initialisation and data (SPEC §A3 protocol)
+# Initialisation and data (docs/two-layer.md, eqs. (1)–(2))
 # ----------------------------------------------------------------------------------------------
 
 
 def alpha_of(tau: np.ndarray | float, delta: np.ndarray | float) -> np.ndarray:
-    """The layer-ratio ``α(τ, δ)`` of SPEC §A3: ``α² = ½(√(4 + q²) − q)``, ``q = δ/τ²``.
+    """The layer-ratio ``α(τ, δ)`` of docs/two-layer.md, eq. (2): ``α² = ½(√(4 + q²) − q)``,
+    ``q = δ/τ²``.
 
     With ``w = τα u`` and ``a = ±τ/α`` (``‖u‖ = 1``) this gives ``|a|‖w‖ = τ²`` and
     ``a² − ‖w‖² = τ²(α⁻² − α²) = δ``. For ``q > 0`` the algebraically equal form
@@ -88,7 +89,7 @@ class Problem:
 
 def make_problem(seed: int, d: int, h: int, k: int, n: int, n_test: int,
                  symmetrize: bool) -> Problem:
-    """Teacher, data and base initialisation of one seed (SPEC §A3 recipe steps 1–2).
+    """Teacher, data and base initialisation of one seed (Kunin et al. 2024, App. D.1).
 
     Streams: ``rng(seed, "teacher")`` (``W*`` unit rows, ``a* = ±1``), ``rng(seed, "data")``
     (training inputs), ``rng(seed, "test")`` (test inputs), ``rng(seed, "init")`` (base
@@ -274,7 +275,7 @@ def group_gradients(X: np.ndarray, y: np.ndarray, W: np.ndarray, a: np.ndarray,
 
 
 # ----------------------------------------------------------------------------------------------
-# Empirical NTK and kernel distance (SPEC §A3 "NTK"; issue item 5)
+# Empirical NTK and kernel distance (docs/two-layer.md, eq. (7))
 # ----------------------------------------------------------------------------------------------
 
 
@@ -289,7 +290,7 @@ def features(X: np.ndarray, W: np.ndarray, a: np.ndarray, leak: float
 
 
 def ntk_dense(X: np.ndarray, W: np.ndarray, a: np.ndarray, leak: float) -> np.ndarray:
-    """Closed-form empirical NTK over both layers, ``η = 1`` (SPEC §A3, issue item 5):
+    """Closed-form empirical NTK over both layers, ``η = 1`` (docs/two-layer.md, eq. (7)):
 
     ``K = σ(XWᵀ) σ(XWᵀ)ᵀ + (X Xᵀ) ∘ (G Gᵀ)``, ``G_ik = a_k σ'(w_kᵀ x_i)``. Equals ``J Jᵀ``
     for the Jacobian ``J`` of ``f(X)`` with respect to ``(a, W)``.
@@ -299,8 +300,8 @@ def ntk_dense(X: np.ndarray, W: np.ndarray, a: np.ndarray, leak: float) -> np.nd
 
 
 def _panel_rows(n: int) -> int:
-    """Rows per upper-triangular panel: ~512 KiB panels (64 rows at n = 1000, the fastest of
-    32…1000 measured: 4.6 ms against 5.8 ms at 32 rows and 7–10 ms at 128 or more)."""
+    """Rows per upper-triangular panel: ~512 KiB panels (64 rows at n = 1000), which timing at
+    the paper's size found faster than narrower or wider ones."""
     return int(max(16, min(n, 65536 // max(n, 1))))
 
 
@@ -310,8 +311,8 @@ def ntk_panels(A: np.ndarray, G: np.ndarray, C_panels: list[np.ndarray],
 
     ``C_panels`` are the matching panels of ``X Xᵀ`` (see :func:`gram_panels`). With ``work``
     (from :func:`panel_workspace`) each panel is computed into it, valid until the next one:
-    fresh 0.5 MiB panels cost more in page faults than in arithmetic (4.2 against 2.9 ms per
-    evaluation at n = 1000, h = 50). Without it, each panel is a new array.
+    fresh 0.5 MiB panels cost more in page faults than in arithmetic. Without it, each panel
+    is a new array.
     """
     n = A.shape[0]
     nb = _panel_rows(n)

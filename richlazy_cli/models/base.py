@@ -15,12 +15,21 @@ numbers never depend on which batch, chunk, worker or shard computes it.
 
 A model may return a ``status`` variable over ``point`` (0 ok, 1 diverged); the engine adds
 ``elapsed`` and turns exceptions into status 2.
+
+**The contract.** :func:`register` refuses a model that does not declare ``name``,
+``summary``, ``actions``, ``params`` and ``examples``; that lists an action it does not
+implement; whose parameter names repeat; whose defaults fail their own validation; or whose
+examples name unknown parameters or fail :meth:`Model.resolve`. What a model *computes* is held
+to the contract by the suite ``tests/test_contract.py``, which runs every registered model's
+examples (schema, batch against single configurations, seeds, ranges, cost, file round trip).
+docs/engine.md states the contract and the result schema.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import os
 import pkgutil
 from collections.abc import Callable, Mapping
@@ -35,6 +44,9 @@ from .params import Param, suggest
 
 Progress = Callable[[float], None]
 """Callback a long kernel calls with the fraction of its work done (0..1)."""
+
+ACTIONS: tuple[str, ...] = ("solve", "train")
+"""The actions a model may implement (:meth:`Model.run` dispatches them)."""
 
 @dataclass
 class Batch:
@@ -127,9 +139,19 @@ class Model:
     """Base class of every model. Subclasses set the class variables and implement actions."""
 
     name: ClassVar[str]
+    """The command-line name (``richlazy solve NAME``)."""
     summary: ClassVar[str]
+    """One line for ``richlazy models``."""
     actions: ClassVar[tuple[str, ...]]
+    """The actions implemented, among :data:`ACTIONS`."""
     params: ClassVar[tuple[Param, ...]]
+    """Every parameter, with type, default, unit, range and help."""
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]]
+    """For each action, a few small configurations (parameter overrides) that run in well under
+    a second each, used by the contract suite. Give at least two per action that share every
+    non-batchable parameter and differ in a batchable one (so that they batch together), and,
+    in a model with a ``seed`` parameter, at least one with another seed. A model with a
+    ``seed`` parameter draws random numbers from it (and only from it) in every action."""
 
     # -- parameters -------------------------------------------------------------------------
     @classmethod
@@ -168,7 +190,9 @@ class Model:
 
     @classmethod
     def cost(cls, values: Mapping[str, Any]) -> float:
-        """A rough relative amount of work for one configuration (used to size chunks)."""
+        """A rough amount of work for one configuration, positive and finite, in the model's
+        own units. Its only use: ``sweep --dry-run`` prints the sum over the pending points as an
+        estimate of the work (chunks are sized from the number of points and workers)."""
         return 1.0
 
     @classmethod
@@ -192,12 +216,93 @@ class Model:
         raise BadInput(f"unknown action {action!r}")
 
 
+# -- the contract ---------------------------------------------------------------------------
+_REQUIRED: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("name", str),
+    ("summary", str),
+    ("actions", tuple),
+    ("params", tuple),
+    ("examples", dict),
+)
+
+
+def check_contract(cls: type[Model]) -> None:
+    """Raise one-line :class:`BadInput` naming the model and the rule it breaks, if any.
+
+    The rules: the class attributes of :data:`_REQUIRED` are declared, with those types; every
+    listed action is one of :data:`ACTIONS` and is implemented (overridden, not the base
+    class's); parameter names are unique; every default passes its own :meth:`Param.coerce`;
+    ``examples`` gives every listed action (and nothing else) at least one example, each a dict
+    of known parameter names that passes :meth:`Model.resolve`.
+    """
+    label = getattr(cls, "name", None) if isinstance(getattr(cls, "name", None), str) else None
+    label = label or f"{cls.__module__}.{cls.__qualname__}"
+
+    def refuse(rule: str) -> None:
+        raise BadInput(f"model {label}: {rule}")
+
+    for attr, kind in _REQUIRED:
+        value = getattr(cls, attr, None)
+        if value is None:
+            refuse(f"the class attribute {attr!r} is missing")
+        if not isinstance(value, kind):
+            refuse(f"the class attribute {attr!r} must be a {kind.__name__}")  # type: ignore[union-attr]
+    if not cls.name.strip():
+        refuse("the name is empty")
+    if not cls.actions:
+        refuse("no action is listed")
+    for action in cls.actions:
+        if action not in ACTIONS:
+            refuse(f"action {action!r} is not one of {', '.join(ACTIONS)}")
+        if getattr(cls, action) is getattr(Model, action):
+            refuse(f"action {action!r} is listed but {action}() is not implemented")
+    names: set[str] = set()
+    for p in cls.params:
+        if not isinstance(p, Param):
+            refuse(f"params must hold Param objects, got {type(p).__name__}")
+        if p.name in names:
+            refuse(f"parameter {p.name!r} is declared twice")
+        names.add(p.name)
+        try:
+            p.coerce(p.default)
+        except BadInput as exc:
+            refuse(f"the default of parameter {p.name!r} fails its own validation ({exc})")
+    for action in cls.examples:
+        if action not in cls.actions:
+            refuse(f"examples are given for {action!r}, which is not a listed action")
+    for action in cls.actions:
+        examples = cls.examples.get(action)
+        if not isinstance(examples, tuple) or not examples:
+            refuse(f"examples[{action!r}] must be a non-empty tuple of parameter dicts")
+        for i, example in enumerate(examples):  # type: ignore[arg-type]
+            where = f"example {i} of {action}"
+            if not isinstance(example, dict):
+                refuse(f"{where} is not a dict")
+            for key in example:
+                if key not in names:
+                    refuse(f"{where} names an unknown parameter {key!r}" + suggest(key, [*names]))
+            try:
+                cls.resolve(action, example)
+            except BadInput as exc:
+                refuse(f"{where} fails validation ({exc})")
+
+
 # -- registry -------------------------------------------------------------------------------
 _REGISTRY: dict[str, type[Model]] = {}
 
 
 def register(cls: type[Model]) -> type[Model]:
-    """Class decorator: make a model available under ``cls.name``."""
+    """Class decorator: check the model's contract (:func:`check_contract`), then make it
+    available under ``cls.name``. A second class under a taken name is refused."""
+    check_contract(cls)
+    known = _REGISTRY.get(cls.name)
+    if known is not None and (known.__module__, known.__qualname__) != (
+        cls.__module__,
+        cls.__qualname__,
+    ):
+        raise BadInput(
+            f"model {cls.name}: the name is taken by {known.__module__}.{known.__qualname__}"
+        )
     _REGISTRY[cls.name] = cls
     return cls
 
@@ -218,6 +323,8 @@ def _discover() -> None:
                 importlib.import_module(name.strip())
             except ImportError as exc:
                 raise BadInput(f"RICHLAZY_MODELS: cannot import {name.strip()!r} ({exc})") from None
+            except BadInput as exc:  # a model that breaks the contract (register)
+                raise BadInput(f"RICHLAZY_MODELS {name.strip()}: {exc}") from None
 
 
 def all_models() -> dict[str, type[Model]]:
@@ -231,10 +338,9 @@ def get_model(name: str) -> type[Model]:
     if name not in _REGISTRY:  # fast path for workers: model `a-b` lives in module `a_b`
         module = name.replace("-", "_")
         if module.isidentifier() and module not in ("base", "params"):
-            try:
-                importlib.import_module(f"richlazy_cli.models.{module}")
-            except ModuleNotFoundError:
-                pass
+            qualified = f"richlazy_cli.models.{module}"
+            if importlib.util.find_spec(qualified) is not None:
+                importlib.import_module(qualified)
     if name in _REGISTRY:
         return _REGISTRY[name]
     models = all_models()

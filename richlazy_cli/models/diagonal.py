@@ -1,19 +1,22 @@
-"""Diagonal linear networks with untied weights (SPEC §B1; Azulay et al. 2021, §4 and §7/§9).
+"""Diagonal linear networks with untied weights (Azulay et al. 2021, §4 and §7/§9;
+docs/diagonal.md).
 
-Model (SPEC §B1). ``w = u₊∘v₊ − u₋∘v₋`` and ``f(x) = wᵀx``. Initialisation is *unbiased and
-symmetric* (``u₊ = u₋ = u₀``, ``v₊ = v₋ = v₀``, so ``w(0) = 0``) with scale ``alpha`` and shape
-``s`` (SPEC §B1 "Shape and scale"): ``u₀ = √(α(1−s)/(1+s))``, ``v₀ = √(α(1+s)/(1−s))``, so
-``α = u₀v₀``, ``s = (v₀ − u₀)/(v₀ + u₀)`` and ``√k = 2(u₀² + v₀²) = 4α(1+s²)/(1−s²)``.
+Model (docs/diagonal.md, eqs. (1)–(3)). ``w = u₊∘v₊ − u₋∘v₋`` and ``f(x) = wᵀx``.
+Initialisation is *unbiased and symmetric* (``u₊ = u₋ = u₀``, ``v₊ = v₋ = v₀``, so ``w(0) = 0``)
+with scale ``alpha`` and shape ``s`` (docs/diagonal.md, eq. (3)): ``u₀ = √(α(1−s)/(1+s))``,
+``v₀ = √(α(1+s)/(1−s))``, so ``α = u₀v₀``, ``s = (v₀ − u₀)/(v₀ + u₀)`` and
+``√k = 2(u₀² + v₀²) = 4α(1+s²)/(1−s²)``.
 
-Loss convention (the authors' code, SPEC §B1). Gradients are taken of the *mean* loss
-``L(w) = ‖Xw − y‖²/(2N)``, so ``g = ∇_w L = Xᵀ(Xw − y)/N`` and gradient flow is
+Loss convention (the authors' code; docs/diagonal.md, eq. (1)). Gradients are taken of the *mean*
+loss ``L(w) = ‖Xw − y‖²/(2N)``, so ``g = ∇_w L = Xᵀ(Xw − y)/N`` and gradient flow is
 ``u̇₊ = −g∘v₊, v̇₊ = −g∘u₊, u̇₋ = +g∘v₋, v̇₋ = +g∘u₋``. The reported ``train_loss`` is the train
 MSE ``(1/N)‖Xw − y‖²`` (no ½), the quantity the study stops on; ``tol`` refers to it. Times are
 gradient-flow times of this mean loss (GD with step ``lr`` after ``n`` steps sits at ``t = n·lr``).
 
-``solve`` integrates the flow *exactly reparametrised* (SPEC §B1, Theorem 1): with
-``E, F, k = 16EF, θ = ½ ln(E/F)`` from the initialisation, ``w_i(t) = (√k_i/2) sinh(2ν_i(t) + θ_i)``
-with ``ν(t) = −Xᵀ∫₀ᵗ r/N ∈ range(Xᵀ)``. Writing ``ν = Xᵀm`` gives the N-dimensional mirror flow
+``solve`` integrates the flow *exactly reparametrised* (Theorem 1; docs/diagonal.md,
+eqs. (4)–(6)): with ``E, F, k = 16EF, θ = ½ ln(E/F)`` from the initialisation,
+``w_i(t) = (√k_i/2) sinh(2ν_i(t) + θ_i)`` with ``ν(t) = −Xᵀ∫₀ᵗ r/N ∈ range(Xᵀ)``. Writing
+``ν = Xᵀm`` gives the N-dimensional mirror flow
 
     ṁ = −(X w(m) − y)/N,   w(m) = (√k/2) sinh(2Xᵀm + θ),   m(0) = 0,
 
@@ -39,17 +42,17 @@ product down tenfold), parallelism comes from the engine's workers, and one thre
 summation order independent of the machine's thread count.
 
 ``w_implicit`` is Theorem 1's limit ``argmin_{Xw=y} Σ_i q_{k_i}(w_i) − θ_i w_i/2``, computed from
-its dual (SPEC §B1 "Computing argmin Q"): ``w(μ) = (√k/2) sinh(Xᵀμ + θ)`` with ``Xw(μ) = y``,
+its dual (docs/diagonal.md, eq. (10)): ``w(μ) = (√k/2) sinh(Xᵀμ + θ)`` with ``Xw(μ) = y``,
 found by damped Newton on the convex dual ``D(μ) = Σ_i (√k_i/2) cosh((Xᵀμ)_i + θ_i) − yᵀμ``,
 whose Hessian ``X diag((√k/2)cosh(Xᵀμ + θ)) Xᵀ`` is SPD.
 
 ``population_error`` is ``‖w − β*‖²``: the test MSE against noiseless labels for
 ``x ~ N(0, I_d)`` (the study's "population error").
 
-Data (SPEC §B1 "Section 9 experiment"): ``X`` with i.i.d. N(0, 1) entries (N × d), ``β*`` with
-``r`` non-zeros equal to ``1/√r`` on a uniformly random support, ``y = Xβ* + ε`` with
-``Var ε = noise``; or the user's own ``data`` (.npz holding ``X``, ``y`` and optionally
-``beta_star``). Random streams: ``rng(seed, "support")``, ``rng(seed, "data")``,
+Data (Azulay et al. §9, sizes from the authors' code; docs/diagonal.md): ``X`` with i.i.d. N(0, 1)
+entries (N × d), ``β*`` with ``r`` non-zeros equal to ``1/√r`` on a uniformly random support,
+``y = Xβ* + ε`` with ``Var ε = noise``; or the user's own ``data`` (.npz holding ``X``, ``y`` and
+optionally ``beta_star``). Random streams: ``rng(seed, "support")``, ``rng(seed, "data")``,
 ``rng(seed, "noise")``.
 """
 
@@ -80,18 +83,19 @@ __all__ = [
     "theorem1_constants",
 ]
 
-# -- closed forms (SPEC §B1, §B2) -------------------------------------------------------------
+# -- closed forms (docs/diagonal.md) ----------------------------------------------------------
 
 
 def init_scale_shape(alpha: Any, s: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``(|u₀|, |v₀|) = (√(α(1−s)/(1+s)), √(α(1+s)/(1−s)))`` (SPEC §B1 "Shape and scale")."""
+    """``(|u₀|, |v₀|) = (√(α(1−s)/(1+s)), √(α(1+s)/(1−s)))`` (docs/diagonal.md, eq. (3))."""
     alpha = np.asarray(alpha, dtype=float)
     s = np.asarray(s, dtype=float)
     return np.sqrt(alpha * (1.0 - s) / (1.0 + s)), np.sqrt(alpha * (1.0 + s) / (1.0 - s))
 
 
 def sqrt_k_symmetric(alpha: Any, s: Any) -> np.ndarray:
-    """``√k = 4α(1+s²)/(1−s²)`` for the unbiased symmetric initialisation (SPEC §B1)."""
+    """``√k = 4α(1+s²)/(1−s²)`` for the unbiased symmetric initialisation (docs/diagonal.md,
+    eq. (3))."""
     alpha = np.asarray(alpha, dtype=float)
     s = np.asarray(s, dtype=float)
     return 4.0 * alpha * (1.0 + s * s) / (1.0 - s * s)
@@ -100,7 +104,8 @@ def sqrt_k_symmetric(alpha: Any, s: Any) -> np.ndarray:
 def theorem1_constants(
     u_plus: Any, v_plus: Any, u_minus: Any, v_minus: Any
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(k, θ)`` of Theorem 1 (SPEC §B1) from a general initialisation, coordinate-wise.
+    """``(k, θ)`` of Theorem 1 (docs/diagonal.md, eq. (4)) from a general initialisation,
+    coordinate-wise.
 
     ``E = ¼[(u₊+v₊)² + (u₋−v₋)²]``, ``F = ¼[(u₊−v₊)² + (u₋+v₋)²]``, ``k = 16EF``,
     ``θ = ½ ln(E/F)``; then ``w(0) = (√k/2) sinh θ``.
@@ -112,7 +117,7 @@ def theorem1_constants(
 
 
 def q_k(x: Any, k: Any) -> np.ndarray:
-    """``q_k(x) = ½∫₀ˣ arcsinh(2z/√k) dz`` in closed form (SPEC §B1, Theorem 1).
+    """``q_k(x) = ½∫₀ˣ arcsinh(2z/√k) dz`` in closed form (docs/diagonal.md, eq. (8)).
 
     ``q_k(x) = (√k/4)[1 − √(1 + a²) + a·arcsinh(a)]`` with ``a = 2x/√k``; ``1 − √(1+a²)`` is
     evaluated as ``−a²/(1 + √(1+a²))`` so small ``a`` loses no digits, and ``np.arcsinh`` is
@@ -132,7 +137,8 @@ def q_objective(w: Any, k: Any, theta: Any = 0.0) -> np.ndarray:
 
 
 def q_delta(x: Any, delta: float) -> np.ndarray:
-    """Azulay Theorem 2's ``q_δ(x)`` for a fully connected single neuron (SPEC §B2).
+    """Azulay Theorem 2's ``q_δ(x)`` for a fully connected single neuron (docs/diagonal.md,
+    eq. (11)).
 
     ``q_δ(x) = (x² − (δ/2)(δ/2 + √(x² + δ²/4))) √(√(x² + δ²/4) − δ/2) / x``; the removable
     ``0/0`` at ``x = 0`` evaluates to 0.
@@ -145,7 +151,7 @@ def q_delta(x: Any, delta: float) -> np.ndarray:
 
 
 def q_delta_prime(x: Any, delta: float) -> np.ndarray:
-    """``q_δ'(x) = (3/2)√(√(x² + δ²/4) − δ/2)`` (SPEC §B2)."""
+    """``q_δ'(x) = (3/2)√(√(x² + δ²/4) − δ/2)`` (docs/diagonal.md, eq. (11))."""
     x = np.asarray(x, dtype=float)
     return 1.5 * np.sqrt(np.sqrt(x * x + 0.25 * delta * delta) - 0.5 * delta)
 
@@ -173,13 +179,14 @@ def implicit_interpolator(
     stall: float = 1e-9,
     max_iter: int = 2000,
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """``argmin_{Xw = y} Σ_i q_{k_i}(w_i) − θ_i w_i/2`` (SPEC §B1 Theorem 1), by damped Newton.
+    """``argmin_{Xw = y} Σ_i q_{k_i}(w_i) − θ_i w_i/2`` (Theorem 1; docs/diagonal.md, eqs. (7),
+    (10)), by damped Newton.
 
     KKT: ``w(μ) = (√k/2) sinh(Xᵀμ + θ)`` with ``Xw(μ) = y``. This is the stationarity condition
     of the strictly convex dual ``D(μ) = Σ_i (√k_i/2) cosh((Xᵀμ)_i + θ_i) − yᵀμ``
     (``∇D = Xw(μ) − y``, ``∇²D = X diag((√k/2) cosh(Xᵀμ + θ)) Xᵀ``, SPD for full-row-rank X).
-    Newton steps are damped by Armijo backtracking on ``D`` (``sinh`` is very steep for tiny k,
-    SPEC §B1); once the squared Newton decrement is below 1e-10 full steps are taken. Stops when
+    Newton steps are damped by Armijo backtracking on ``D`` (``sinh`` is very steep for tiny
+    k); once the squared Newton decrement is below 1e-10 full steps are taken. Stops when
     ``‖Xw − y‖ ≤ rtol·max(1, ‖y‖)``, or when the residual stops decreasing below
     ``stall·max(1, ‖y‖)`` (the rounding floor of an ill-conditioned Hessian).
 
@@ -333,7 +340,8 @@ def _load_data(path: str) -> dict[str, np.ndarray]:
 
 
 def make_data(values: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(X, y, β*)`` for one seed: the user's file, or the sparse-regression model of §B1.
+    """``(X, y, β*)`` for one seed: the user's file, or the sparse-regression model of Azulay
+    et al., §9.
 
     ``β*`` is all-NaN when a data file carries no ``beta_star``.
     """
@@ -363,11 +371,12 @@ def record_steps(max_steps: int, n_record: int) -> np.ndarray:
 
 @register
 class DiagonalModel(Model):
-    """Diagonal linear network ``w = u₊∘v₊ − u₋∘v₋`` (SPEC §B1): flow, GD and Theorem 1 bias."""
+    """Diagonal linear network ``w = u₊∘v₊ − u₋∘v₋`` (docs/diagonal.md): flow, GD, Theorem 1
+    bias."""
 
     name: ClassVar[str] = "diagonal"
     summary: ClassVar[str] = (
-        "Diagonal linear network w = u+v+ - u-v- with scale alpha and shape s (Azulay et al. §B1)"
+        "Diagonal linear network w = u+v+ - u-v- with scale alpha and shape s (Azulay et al. 2021)"
     )
     actions: ClassVar[tuple[str, ...]] = ("solve", "train")
     params: ClassVar[tuple[Param, ...]] = (
@@ -395,6 +404,23 @@ class DiagonalModel(Model):
         Param("max_steps", "int", 1_000_000, "train: most GD steps", low=1),
         Param("n_record", "int", 120, "train: log-spaced recorded steps", low=2),
     )
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
+        "solve": (
+            {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "t_max": 1e3, "n_time": 10},
+            {"d": 10, "N": 4, "r": 2, "alpha": 0.03, "s": 0.5, "tol": 1e-6, "t_max": 1e3,
+             "n_time": 10},
+            {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "t_max": 1e3, "n_time": 10,
+             "seed": 1},
+        ),
+        "train": (
+            {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "lr": 0.05, "max_steps": 2000,
+             "n_record": 10},
+            {"d": 10, "N": 4, "r": 2, "alpha": 0.03, "s": 0.5, "tol": 1e-6, "lr": 0.02,
+             "max_steps": 2000, "n_record": 10},
+            {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "lr": 0.05, "max_steps": 2000,
+             "n_record": 10, "seed": 1},
+        ),
+    }
 
     @classmethod
     def check(cls, action: str, values: dict[str, Any]) -> None:
@@ -555,7 +581,8 @@ class DiagonalModel(Model):
         data = self._common(X, y, beta, sqrt_k_symmetric(alpha, s), w_ok)
         data.update({
             "train_loss": var(("point", "step"), loss, "train MSE (1/N)|Xw - y|^2"),
-            "steps": var(("point",), steps, "GD steps taken (to tol, divergence or max_steps)"),
+            "steps": var(("point",), steps, "GD steps taken (to tol, divergence or max_steps)",
+                         "steps"),
             "time_to_tol": var(("point",), np.where(converged, steps * lr[:, 0], np.nan),
                                "steps x lr when the train MSE reached tol", "time"),
             "converged": var(("point",), converged.astype(np.int8),

@@ -1,4 +1,5 @@
-"""Additive Hermite model: emergence and scaling laws in shallow networks (SPEC.md §C1).
+"""Additive Hermite model: emergence and scaling laws in shallow networks (Ren et al. 2025;
+docs/hermite.md).
 
 **Teacher.** ``f*(x) = Σ_p a_p σ(⟨x, e_p⟩)`` with ``x ~ N(0, I_d)`` and the teacher directions
 the first ``P`` standard basis vectors (no loss of generality: the loss and both algorithms are
@@ -16,13 +17,13 @@ polynomials. ``σ = h_k`` (``k`` even, ≥ 4) by default, or the coefficients ``
 ``v_k(0) = σ0 u_k``, ``u_k ~ Unif(S^{d-1})`` drawn from ``rng(seed, "init")`` (the same
 directions for every configuration of one seed).
 
-**Population loss** (SPEC §C1, tensor-decomposition form). With ``r_k = ‖v_k‖``,
+**Population loss** (tensor-decomposition form, docs/hermite.md, eq. (4)). With ``r_k = ‖v_k‖``,
 ``G_kl = ⟨v̄_k, v̄_l⟩``, ``M_kp = ⟨v̄_k, e_p⟩`` and ``g(s) = Σ_j c_j² s^j`` (``s⁰ = 1``)::
 
     L(V) = ½ E(f - f*)² = ½ [Σ_kl r_k² r_l² g(G_kl) - 2 Σ_kp a_p r_k² g(M_kp)
                               + c_0² (Σ_p a_p)² + (Σ_{j≥1} c_j²) Σ_p a_p²].
 
-Its gradient (derived from ``∇_v[‖v‖^{2-j} ⟨v^{⊗j}, T⟩]``, reducing to SPEC's h4 formula)::
+Its gradient (docs/hermite.md, eq. (5), derived from ``∇_v[‖v‖^{2-j} ⟨v^{⊗j}, T⟩]``)::
 
     ∇_{v_k} L = r_k [A_k v̄_k + Σ_l r_l² g'(G_kl) v̄_l - Σ_p a_p g'(M_kp) e_p],
     A_k = Σ_l r_l² (2g - s g')(G_kl) - Σ_p a_p (2g - s g')(M_kp).
@@ -42,10 +43,10 @@ One evaluation costs O(m² d + m P) (never Monte Carlo).
   ``t_max``.
 * ``train``: online SGD, ``v_k ← v_k - lr · mean_i (f(x_i) - f*(x_i)) [2 v_k σ(z_ki) +
   r_k σ'(z_ki)(x_i - z_ki v̄_k)]`` with ``z_ki = ⟨v̄_k, x_i⟩`` and ``batch`` fresh samples per
-  step from ``rng(seed, "sgd")`` (SPEC §C1 "Online SGD"). Since the mean per-sample gradient is
+  step from ``rng(seed, "sgd")`` (docs/hermite.md, eq. (7)). Since the mean per-sample gradient is
   ``∇L``, SGD follows the flow in the rescaled time ``time = lr × step`` (a variable over
   ``(point, step)``, since ``lr`` is batchable). The *population* loss is reported at 0 and
-  ``checkpoints`` log-spaced steps. Default ``lr``: SPEC §C1 asks for a step small enough that
+  ``checkpoints`` log-spaced steps. Default ``lr``: a step small enough that
   the search-phase drift ``4 a m³`` (``m² ~ 1/d``) beats the normalisation noise
   ``~ lr · E[(f-f*)² σ'²] · d · m / 2 ≈ 2 lr d m``, i.e. ``lr ≪ 2a/d²``; the default is
   ``lr = 0.1/d²`` (filled in by :meth:`Hermite.check`).
@@ -56,11 +57,11 @@ reaches 0.9 (NaN if never; ``solve``: root of the solver's dense output within t
 it happens, independent of the output grid; ``train``: linear interpolation between
 checkpoints, in units of ``time``); ``t_recover_theory``
 (teacher), see :func:`greedy_recovery_times`; ``loss_theory`` (time), the idealised curve
-``½ (Σ_{j≥1} c_j²) Σ_{p: t < T_p} a_p²`` (SPEC §C1 "Idealised loss curve", with
+``½ (Σ_{j≥1} c_j²) Σ_{p: t < T_p} a_p²`` (docs/hermite.md, eq. (10), with
 ``T_p = t_recover_theory``); with ``save_params``, ``v`` (time, neuron, dim).
 
-Note: the issue defines the overlap as the *squared* cosine, so recovery means
-``cos² ≥ 0.9`` (SPEC's recipe uses ``|cos| > 0.9``); the theory times use the same threshold.
+Note: the overlap is the *squared* cosine, so recovery means ``cos² ≥ 0.9``, i.e.
+``|cos| ≥ 0.949``; the theory times use the same threshold.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ from .params import BadInput, Param
 RECOVERY = 0.9
 """Recovery threshold on the squared overlap ``⟨v̄_k, e_p⟩²``."""
 
-_R_FLOOR = 1e-150  # guard r_k -> 0 (SPEC §C1 implementation notes)
+_R_FLOOR = 1e-150  # guard r_k -> 0
 
 
 # -- Hermite algebra --------------------------------------------------------------------------
@@ -153,7 +154,7 @@ def _poly_g(s: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def teacher_weights(P: int, beta: float, a: np.ndarray | None = None) -> np.ndarray:
-    """``a_p = p^(-β)/Z`` with ``Σ a_p² = 1`` (SPEC §C1 power-law case), or the explicit ``a``."""
+    """``a_p = p^(-β)/Z`` with ``Σ a_p² = 1`` (docs/hermite.md, eq. (2)), or the explicit ``a``."""
     if a is not None:
         return np.asarray(a, dtype=float)
     w = np.arange(1, P + 1, dtype=float) ** (-beta)
@@ -203,7 +204,7 @@ def emergence_time_h4(m0: float, m1: float, a: float, eta: float = 1.0) -> float
 
 
 def emergence_time(m0: float, m1: float, a: float, c: np.ndarray, eta: float = 1.0) -> float:
-    """``∫_{m0}^{m1} dm / (η a Σ_j c_j² j m^{j-1} (1-m²))`` (SPEC §C1 single-neuron ODE)."""
+    """``∫_{m0}^{m1} dm / (η a Σ_j c_j² j m^{j-1} (1-m²))`` (docs/hermite.md, eq. (8))."""
     q = np.asarray(c, dtype=float) ** 2
 
     def integrand(lm: float) -> float:  # substitution m = e^lm
@@ -241,7 +242,7 @@ def _time_table(c: np.ndarray, m1: float) -> Callable[[np.ndarray], np.ndarray]:
 
 def greedy_recovery_times(M0: np.ndarray, a: np.ndarray, c: np.ndarray,
                           threshold: float = RECOVERY) -> np.ndarray:
-    """Greedy maximum-selection prediction of each teacher's recovery time (SPEC §C1).
+    """Greedy maximum-selection prediction of each teacher's recovery time (docs/hermite.md).
 
     ``M0`` (m, P) holds the initial cosines ``⟨v̄_k(0), e_p⟩``. Each pair (k, p) has the
     single-neuron time ``τ_kp`` for ``|cos|`` to grow from ``|M0_kp|`` to ``√threshold`` under
@@ -370,7 +371,7 @@ def _integrate_flow(V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: np.ndar
 
 
 def minibatch_grad(V: np.ndarray, x: np.ndarray, fstar: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Mini-batch gradient of ``½ mean_i (f(x_i) - f*(x_i))²`` (SPEC §C1 "Online SGD").
+    """Mini-batch gradient of ``½ mean_i (f(x_i) - f*(x_i))²`` (docs/hermite.md, eq. (7)).
 
     ``∇_{v_k} = mean_i e_i [2 v_k σ(z_ki) + r_k σ'(z_ki)(x_i - z_ki v̄_k)]``, ``e_i = f - f*``.
     """
@@ -391,7 +392,7 @@ def minibatch_grad(V: np.ndarray, x: np.ndarray, fstar: np.ndarray, c: np.ndarra
 # -- the model --------------------------------------------------------------------------------
 @register
 class Hermite(Model):
-    """Additive Hermite single-index tasks learned by a 2-homogeneous student (SPEC §C1)."""
+    """Additive Hermite single-index tasks learned by a 2-homogeneous student (docs/hermite.md)."""
 
     name: ClassVar[str] = "hermite"
     summary: ClassVar[str] = (
@@ -430,6 +431,21 @@ class Hermite(Model):
         Param("seed", "int", 0, "random seed (initial directions; SGD samples)", low=0),
         Param("save_params", "bool", False, "also store the weights v over (time, neuron, dim)"),
     )
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
+        "solve": (
+            {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "checkpoints": 15, "sigma0": 0.05},
+            {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "checkpoints": 15, "sigma0": 0.01,
+             "beta": 1.2},
+            {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "checkpoints": 15, "seed": 1},
+        ),
+        "train": (
+            {"d": 10, "P": 3, "m": 4, "steps": 300, "checkpoints": 10, "batch": 3},
+            {"d": 10, "P": 3, "m": 4, "steps": 300, "checkpoints": 10, "batch": 3,
+             "sigma0": 0.05, "lr": 0.002},
+            {"d": 10, "P": 3, "m": 4, "steps": 300, "checkpoints": 10, "batch": 3, "seed": 1,
+             "save_params": True},
+        ),
+    }
 
     @classmethod
     def check(cls, action: str, values: dict[str, Any]) -> None:

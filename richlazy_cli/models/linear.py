@@ -1,12 +1,12 @@
-"""Wide and deep linear networks ``f(x) = Aᵀ W_L ⋯ W_1 x`` (SPEC.md §A2).
+"""Wide and deep linear networks ``f(x) = Aᵀ W_L ⋯ W_1 x`` (Kunin et al. 2024, §4; docs/linear.md).
 
 **Network.** ``W_1 ∈ R^{h×d}``, ``W_l ∈ R^{h×h}`` (``2 ≤ l ≤ L``), ``A ∈ R^{h×c}``; ``L`` is
-``depth`` (``depth = 1`` is the two-layer network of SPEC §A2, ``depth = L`` the depth-(L+1)
+``depth`` (``depth = 1`` is the two-layer network of Kunin et al. §4, ``depth = L`` the depth-(L+1)
 network of Definition B.7). The end-to-end map is ``β = W_1ᵀ ⋯ W_Lᵀ A = PᵀA ∈ R^{d×c}`` with
 ``P = W_L ⋯ W_1``. Layer learning rates: ``eta_a`` for ``A`` and ``eta_w`` shared by every
 ``W_l``.
 
-**Loss** (``loss`` parameter). ``sum`` (default, the SPEC convention): ``L = ½‖Xβ − y‖_F²``;
+**Loss** (``loss`` parameter). ``sum`` (default, docs/linear.md, eq. (1)): ``L = ½‖Xβ − y‖_F²``;
 ``mean``: ``L = ‖Xβ − y‖_F²/(2n)``. Everything below uses ``Σ = XᵀX`` and ``b = Xᵀy`` (divided
 by ``n`` for ``mean``), so ``G := ∂L/∂β = Σβ − b``.
 
@@ -18,8 +18,8 @@ and ``Right_l = W_{l−1} ⋯ W_1`` (``I_d`` for ``l = 1``)::
 Integrated by ``scipy.integrate.solve_ivp`` (DOP853, ``rtol``/``atol``) on the flattened
 parameters, one configuration at a time so that the adaptive steps -- and so the result -- do
 not depend on the batch (a stacked ODE would share step-size control between configurations).
-Conserved (SPEC §A2, Definition B.7): ``Δ = η_w AAᵀ − η_a W_L W_Lᵀ`` and, for ``l < L``,
-``C_l = W_{l+1}ᵀW_{l+1} − W_l W_lᵀ``. Outputs ``delta_drift = ‖Δ(t) − Δ(0)‖_F`` and, for
+Conserved (docs/linear.md, eq. (3); Definition B.7): ``Δ = η_w AAᵀ − η_a W_L W_Lᵀ`` and, for ``l <
+L``, ``C_l = W_{l+1}ᵀW_{l+1} − W_l W_lᵀ``. Outputs ``delta_drift = ‖Δ(t) − Δ(0)‖_F`` and, for
 ``depth > 1``, ``layer_drift = max_l ‖C_l(t) − C_l(0)‖_F``.
 
 **Gradient descent** (action ``train``). ``θ ← θ − lr · η ⊙ ∇L`` for ``steps`` steps, i.e. the
@@ -27,10 +27,10 @@ flow discretised with time step ``lr`` (``time = lr × step``); vectorised over 
 
 **Initialisation** (``init``).
 
-* ``isotropic`` (SPEC §A2, Theorems 4.2/B.6, Definition B.7): with random orthogonal
-  ``R_1..R_L ∈ O(h)`` and orthonormal columns ``U ∈ R^{d×min(h,d)}``, ``V ∈ R^{c×min(h,c)}``
-  drawn from ``rng(seed, "init")`` (or, with ``aligned = true``, the left/right singular
-  vectors of ``b = Xᵀy``: the task-aligned case of Theorem B.6)::
+* ``isotropic`` (docs/linear.md, eqs. (8)–(9); Theorems 4.2/B.6, Definition B.7): with random
+  orthogonal ``R_1..R_L ∈ O(h)`` and orthonormal columns ``U ∈ R^{d×min(h,d)}``, ``V ∈
+  R^{c×min(h,c)}`` drawn from ``rng(seed, "init")`` (or, with ``aligned = true``, the left/right
+  singular vectors of ``b = Xᵀy``: the task-aligned case of Theorem B.6)::
 
       W_1 = R_1 diag(ω) Uᵀ,   W_l = R_l diag(ω) R_{l−1}ᵀ,   A = R_L diag(α) Vᵀ
 
@@ -45,8 +45,8 @@ flow discretised with time step ``lr`` (``time = lr × step``); vectorised over 
   ``i > r`` have ``α_i = √(δ/η_w), ω_i = 0`` (δ > 0), ``ω_i = √(−δ/η_a), α_i = 0`` (δ < 0) or
   both 0 (δ = 0). Hence ``Δ = δI_h`` exists iff δ > 0 ⇒ ``h ≤ c``, δ < 0 ⇒ ``h ≤ d``
   (δ = 0: any ``h``); other combinations are refused by :meth:`Linear.check`.
-* ``gaussian``: i.i.d. ``A ~ N(0, sigma_a²/c)``, ``W_1 ~ N(0, sigma_w²/d)`` (the issue's
-  variances) and hidden ``W_l ~ N(0, sigma_w²/h)`` (fan-in), from ``rng(seed, "init")``.
+* ``gaussian``: i.i.d. ``A ~ N(0, sigma_a²/c)``, ``W_1 ~ N(0, sigma_w²/d)`` and hidden
+  ``W_l ~ N(0, sigma_w²/h)`` (fan-in), from ``rng(seed, "init")``.
 
 **Data** (``data_kind``). ``whitened``: ``X ∈ R^{n×d}`` with orthonormal columns (``XᵀX = I_d``,
 needs ``n ≥ d``) from ``rng(seed, "data")``; ``gaussian``: ``X_ij ~ N(0, 1)``. Teacher
@@ -55,7 +55,8 @@ needs ``n ≥ d``) from ``rng(seed, "data")``; ``gaussian``: ``X_ij ~ N(0, 1)``.
 ``.npz`` holds ``X`` (n×d), ``y`` (n or n×c) and optionally ``beta_star``; ``d``, ``c`` and
 ``n`` are then taken from it (filled in by :meth:`Linear.check`).
 
-**Function-space theory** (``method = "theory"``, isotropic init, ``depth = 1``). The flow
+**Function-space theory** (``method = "theory"``, isotropic init, ``depth = 1``; docs/linear.md,
+eqs. (4)–(6)). The flow
 ``β̇ = −[P_W(β) G + G P_A(β)]`` integrated on its own in ``β`` (DOP853, same tolerances), where
 (SVD ``β = U_full diag(s) V_fullᵀ`` with singular values padded by zeros)
 
@@ -78,13 +79,14 @@ rtol 1e-12); elsewhere the two flows agree to ~1e-9.
 Because ``delta`` is batchable, the ``method`` coordinate is ``("numeric", "theory")`` for every
 isotropic depth-1 run and the theory rows are NaN for points where neither case holds
 (``1 < h < c`` with δ > 0 -- refused anyway -- or ``1 < h < d`` with δ < 0, where ``M`` is not a
-function of β: SPEC §A2 Theorem 4.2, third bullet). Otherwise ``method = ("numeric",)``.
+function of β: Theorem 4.2, docs/linear.md, eq. (5), second case). Otherwise ``method =
+("numeric",)``.
 
 **NTK and kernel distance.** With the layer learning rates as the metric, the function-space
 velocity is ``β̇ = −Σ_j S_j G T_j`` with ``(S, T) = (η_a PᵀP, I_c)`` for ``A`` and
 ``(η_w Right_lᵀRight_l, AᵀLeft_l Left_lᵀA)`` for ``W_l``; the training-set NTK is
 ``K = Σ_j (X S_j Xᵀ) ⊗ T_j``, so ``⟨K, K'⟩_F = Σ_ij tr(S_i Σ S'_j Σ) tr(T_i T'_j)`` and
-``kernel_distance(t) = 1 − ⟨K_0, K_t⟩/(‖K_0‖‖K_t‖)`` (SPEC §A1, "Function-space dynamics").
+``kernel_distance(t) = 1 − ⟨K_0, K_t⟩/(‖K_0‖‖K_t‖)`` (docs/linear.md, eq. (11)).
 For ``c = 1``, ``depth = 1`` this is ``K = X(η_w‖a‖²I + η_aWᵀW)Xᵀ``.
 
 **Outputs** (``solve`` over ``time``, ``train`` over ``step``): ``loss``, ``beta`` (dim,
@@ -159,7 +161,7 @@ def gradients(
 
 
 def conserved_delta(Ws: list[np.ndarray], A: np.ndarray, eta_a: Any, eta_w: Any) -> np.ndarray:
-    """``Δ = η_w AAᵀ − η_a W_L W_Lᵀ`` (SPEC §A2), h×h."""
+    """``Δ = η_w AAᵀ − η_a W_L W_Lᵀ`` (docs/linear.md, eq. (3)), h×h."""
     ea = np.asarray(eta_a)[..., None, None]
     ew = np.asarray(eta_w)[..., None, None]
     return ew * (A @ _tr(A)) - ea * (Ws[-1] @ _tr(Ws[-1]))
@@ -205,7 +207,7 @@ def kernel_distance(
     ft: list[tuple[np.ndarray, np.ndarray]],
     Sigma: np.ndarray,
 ) -> float:
-    """``S(0, t) = 1 − ⟨K_0, K_t⟩/(‖K_0‖‖K_t‖)`` (SPEC §A1)."""
+    """``S(0, t) = 1 − ⟨K_0, K_t⟩/(‖K_0‖‖K_t‖)`` (docs/linear.md, eq. (11))."""
     k00 = ntk_inner(f0, f0, Sigma)
     ktt = ntk_inner(ft, ft, Sigma)
     if k00 <= 0.0 or ktt <= 0.0:
@@ -422,7 +424,7 @@ def _flatten(Ws: list[np.ndarray], A: np.ndarray) -> np.ndarray:
 
 @register
 class Linear(Model):
-    """Wide and deep linear networks (SPEC §A2); see the module docstring."""
+    """Wide and deep linear networks (docs/linear.md); see the module docstring."""
 
     name: ClassVar[str] = "linear"
     summary: ClassVar[str] = (
@@ -474,6 +476,19 @@ class Linear(Model):
         Param("checkpoints", "int", 101, "train: number of recorded steps (incl. 0 and last)",
               low=2),
     )
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
+        "solve": (
+            {"d": 3, "h": 3, "n": 4, "t_max": 1.0, "n_times": 5, "delta": -0.5},
+            {"d": 3, "h": 3, "n": 4, "t_max": 1.0, "n_times": 5, "delta": 0.0, "eta_a": 0.5},
+            {"d": 3, "h": 2, "n": 4, "t_max": 1.0, "n_times": 5, "depth": 2, "seed": 1},
+        ),
+        "train": (
+            {"d": 3, "h": 3, "n": 4, "steps": 50, "checkpoints": 5, "delta": -0.5},
+            {"d": 3, "h": 3, "n": 4, "steps": 50, "checkpoints": 5, "delta": 0.0, "noise": 0.1},
+            {"d": 3, "h": 3, "c": 2, "n": 4, "steps": 50, "checkpoints": 5, "init": "gaussian",
+             "seed": 1},
+        ),
+    }
 
     # -- validation -------------------------------------------------------------------------
     @classmethod

@@ -1,32 +1,32 @@
 r"""Single hidden neuron :math:`f(x) = a\,w^\top x`: exact solutions, gradient flow, implicit bias.
 
-Mathematics (SPEC.md §A1). The end-to-end predictor is :math:`\beta = a w \in \mathbb R^d` and
-the loss is :math:`L = \tfrac12\|X a w - y\|^2` (sum loss); without data ``X`` the data are
-whitened, :math:`X^\top X = I` and :math:`\beta^* =` ``beta_star``, so that
+Mathematics (Kunin et al. 2024, §3; docs/single-neuron.md). The end-to-end predictor is :math:`\beta
+= a w \in \mathbb R^d` and the loss is :math:`L = \tfrac12\|X a w - y\|^2` (sum loss); without data
+``X`` the data are whitened, :math:`X^\top X = I` and :math:`\beta^* =` ``beta_star``, so that
 :math:`L = \tfrac12\|\beta - \beta^*\|^2` (up to a constant). Gradient flow with one learning rate
 per layer, with :math:`g = \nabla_\beta L = X^\top(X\beta - y)`, is
 
 .. math::  \dot a = -\eta_a\, w^\top g, \qquad \dot w = -\eta_w\, a\, g,
 
-and conserves :math:`\delta = \eta_w a^2 - \eta_a \|w\|^2` (SPEC §A1 "Conserved quantity").
+and conserves :math:`\delta = \eta_w a^2 - \eta_a \|w\|^2` (docs/single-neuron.md, eq. (2)).
 
-* **Initialisation** (SPEC §A1 recipe step 4, for any :math:`\eta`): from a function-space start
-  :math:`\beta_0` and :math:`\delta`, the unique :math:`a_0 > 0`, :math:`w_0 = \beta_0 / a_0` with
-  :math:`\eta_w a_0^2 = (\delta + \kappa_0)/2`, :math:`\kappa_0 = \sqrt{\delta^2 + 4\gamma^2
+* **Initialisation** (docs/single-neuron.md, eq. (3), for any :math:`\eta`): from a function-space
+  start :math:`\beta_0` and :math:`\delta`, the unique :math:`a_0 > 0`, :math:`w_0 = \beta_0 / a_0`
+  with :math:`\eta_w a_0^2 = (\delta + \kappa_0)/2`, :math:`\kappa_0 = \sqrt{\delta^2 + 4\gamma^2
   \|\beta_0\|^2}`, :math:`\gamma = \sqrt{\eta_a\eta_w}`; see :func:`init_from_beta`.
-* **Exact solution** (SPEC §A1 "Unified closed form"): :func:`exact_trajectory`, written in a
+* **Exact solution** (docs/single-neuron.md, eqs. (5)–(7)): :func:`exact_trajectory`, written in a
   rescaled, cancellation-free form valid for every sign of :math:`\delta`, through a sign
   change of :math:`a`, for :math:`\delta = 0`, any :math:`\eta_a, \eta_w > 0` and any ``d``.
 * **Numeric solution**: :func:`numeric_trajectory` integrates a stack of configurations as
   one ODE with ``solve_ivp`` (DOP853); the model calls it one configuration at a time so that
   each result is independent of the batch it is computed in (bitwise reproducibility).
-* **NTK** (SPEC §A1 "Function-space dynamics"): :math:`K = X M X^\top` with
+* **NTK** (docs/single-neuron.md, eqs. (9)–(10)): :math:`K = X M X^\top` with
   :math:`M = \eta_w a^2 I + \eta_a w w^\top`; :func:`kernel_distance` gives
   :math:`S(0, t) = 1 - \langle K_0, K_t\rangle_F / (\|K_0\|_F\|K_t\|_F)`.
-* **Implicit bias** (SPEC §A1 Theorem 3.1): :func:`numeric_limit` integrates to convergence and
-  :func:`implicit_interpolant` gives the predicted interpolator (closed form for a
-  one-dimensional null space, otherwise the :math:`\lambda`-parametrisation of SPEC §A1
-  "Solving for the implicit-bias interpolant with general X").
+* **Implicit bias** (Kunin et al. 2024, Thm 3.1; docs/single-neuron.md, eqs. (11)–(14)):
+  :func:`numeric_limit` integrates to convergence and :func:`implicit_interpolant` gives the
+  predicted interpolator (closed form for a one-dimensional null space, eq. (13), otherwise the
+  :math:`\lambda`-parametrisation of eq. (14)).
 
 The array functions take a leading batch axis ``B`` and are independent of the model class, so
 benchmarks and tests call them directly.
@@ -79,7 +79,8 @@ def init_from_beta(
     beta0: np.ndarray, delta: np.ndarray, eta_a: np.ndarray, eta_w: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""The initial weights :math:`(a_0, w_0)` with :math:`a_0 > 0`, :math:`a_0 w_0 = \beta_0` and
-    :math:`\eta_w a_0^2 - \eta_a\|w_0\|^2 = \delta` (SPEC §A1 recipe step 4, any :math:`\eta`).
+    :math:`\eta_w a_0^2 - \eta_a\|w_0\|^2 = \delta` (docs/single-neuron.md, eq. (3), any
+    :math:`\eta`).
 
     With :math:`p = \eta_w a_0^2` the constraints give :math:`p^2 - \delta p - \gamma^2
     \|\beta_0\|^2 = 0`, whose positive root is :math:`p = (\delta + \kappa_0)/2`; it is evaluated
@@ -107,7 +108,7 @@ def exact_trajectory(
     eta_w: np.ndarray,
     times: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    r"""Exact gradient-flow trajectory for whitened data (SPEC §A1 "Unified closed form").
+    r"""Exact gradient-flow trajectory for whitened data (docs/single-neuron.md, eqs. (5)–(7)).
 
     Shapes: ``a0``, ``delta``, ``eta_a``, ``eta_w`` (B,); ``w0``, ``beta_star`` (B, d);
     ``times`` (T,), all :math:`\ge 0`. Returns ``a`` (B, T) and ``w`` (B, T, d). ``delta`` must
@@ -116,7 +117,7 @@ def exact_trajectory(
     With :math:`b = \|\beta^*\|`, :math:`\kappa_* = \sqrt{\delta^2 + 4\gamma^2 b^2}`,
     :math:`\lambda_\pm = (\delta \pm \kappa_*)/2` (so :math:`\lambda_+ > 0 > \lambda_-`,
     :math:`\lambda_+\lambda_- = -\gamma^2 b^2`), :math:`z_0 = w_0^\top\beta^*`,
-    :math:`P = (\eta_a z_0 + \lambda_+ a_0)/\kappa_*`, :math:`N = a_0 - P`, SPEC gives
+    :math:`P = (\eta_a z_0 + \lambda_+ a_0)/\kappa_*`, :math:`N = a_0 - P`, the closed form is
     :math:`\Phi = P e^{\lambda_+ t} + N e^{\lambda_- t}`, :math:`J = \int_0^t \Phi^2`,
     :math:`D = \sqrt{1 + 2\eta_w J}`, :math:`a = \Phi / D`,
     :math:`w^\top\beta^* = (\dot\Phi - \delta\Phi)/(\eta_a D)` and
@@ -345,7 +346,8 @@ def implicit_interpolant(
     eta_w: np.ndarray,
     sign_a_inf: np.ndarray,
 ) -> np.ndarray:
-    r"""The interpolator predicted by Theorem 3.1 (SPEC §A1 "Implicit bias"), per configuration.
+    r"""The interpolator predicted by Theorem 3.1 (docs/single-neuron.md, eq. (12)), per
+    configuration.
 
     :math:`\beta(\infty) = \arg\min_{X\beta = \hat y} \Psi_\delta(\beta) -
     s\,\psi_\delta(\beta_0)^\top\beta` with :math:`s = \mathrm{sign}(a(\infty)a(0))` and
@@ -355,17 +357,17 @@ def implicit_interpolant(
     :math:`\varsigma = \mathrm{sign}\,a(\infty)` (``sign_a_inf``), well defined even for
     :math:`a_0 = 0`.
 
-    * One-dimensional null space :math:`\mathrm{span}\{v\}` (SPEC "Closed-form interpolant"):
+    * One-dimensional null space :math:`\mathrm{span}\{v\}` (docs/single-neuron.md, eq. (13)):
       :math:`\beta = X^+y + \alpha v`, :math:`k = \sqrt{2\eta_a}\varsigma\,w_0^\top v`,
       :math:`c = \|X^+y\|`, :math:`\alpha = \mathrm{sign}(k)\sqrt{k^2 [A + \sqrt{A^2 + 16\gamma^2
       c^2}]/(8\gamma^2)}` with :math:`A = 2\delta + k^2`; for :math:`A < 0` the bracket is
       evaluated as :math:`16\gamma^2c^2/(\sqrt{A^2+16\gamma^2c^2} - A)` (no cancellation).
-    * Otherwise (SPEC "Solving for the implicit-bias interpolant with general X"):
+    * Otherwise (docs/single-neuron.md, eq. (14)):
       :math:`w(\lambda) = P_{\mathrm{null}} w_0 + X^\top\lambda`,
       :math:`a(\lambda) = \varsigma\sqrt{(\delta + \eta_a\|w(\lambda)\|^2)/\eta_w}`, and
       :math:`X a(\lambda) w(\lambda) = \hat y` is solved by ``least_squares``, started from
       :math:`X^\top\lambda_0 = \varsigma\tau X^+ y` with :math:`|a(\lambda_0)|\tau = 1` (an
-      interpolating point with the right :math:`\delta`; SPEC's start :math:`\tau = 1` can have
+      interpolating point with the right :math:`\delta`; the start :math:`\tau = 1` can have
       :math:`\delta + \eta_a\|w\|^2 < 0`, where :math:`a(\lambda) = 0` and the solver stalls).
 
     Shapes: ``w0`` (B, d), the others (B,). Returns (B, d); NaN where ``sign_a_inf`` is 0 or NaN.
@@ -433,7 +435,7 @@ def implicit_interpolant(
 
 
 def preconditioner(a: np.ndarray, w: np.ndarray, eta_a: Any, eta_w: Any) -> np.ndarray:
-    r""":math:`M = \eta_w a^2 I + \eta_a w w^\top` (SPEC §A1 "Function-space dynamics"), shape
+    r""":math:`M = \eta_w a^2 I + \eta_a w w^\top` (docs/single-neuron.md, eq. (9)), shape
     ``(..., d, d)`` for ``a`` (...) and ``w`` (..., d): :math:`\dot\beta = -M g`."""
     a = np.asarray(a, dtype=float)
     w = np.asarray(w, dtype=float)
@@ -460,7 +462,7 @@ def kernel_distance(
 ) -> np.ndarray:
     r"""Kernel distance :math:`S(0, t) = 1 - \langle K_0, K_t\rangle_F/(\|K_0\|_F\|K_t\|_F)` of
     the NTK :math:`K = X M X^\top`, :math:`M = \alpha I + \eta_a w w^\top`,
-    :math:`\alpha = \eta_w a^2` (SPEC §A1).
+    :math:`\alpha = \eta_w a^2` (docs/single-neuron.md, eq. (10)).
 
     With :math:`G = X^\top X` (``None``: :math:`G = I`, i.e. :math:`K = M`),
     :math:`\langle K_s, K_t\rangle_F = \mathrm{tr}(G M_s G M_t) = \alpha_s\alpha_t\mathrm{tr}G^2 +
@@ -503,7 +505,8 @@ def _given(value: Any) -> bool:
 
 @register
 class SingleNeuron(Model):
-    r"""Single hidden neuron :math:`f(x) = a\,w^\top x` trained by gradient flow (SPEC §A1).
+    r"""Single hidden neuron :math:`f(x) = a\,w^\top x` trained by gradient flow
+    (docs/single-neuron.md).
 
     Initialisation: from ``beta0`` and ``delta`` (:func:`init_from_beta`: :math:`a_0 > 0`), or,
     when ``a0`` and ``w0`` are both given, from them directly; then ``delta`` and ``beta0`` are
@@ -518,15 +521,14 @@ class SingleNeuron(Model):
 
     ``phi`` is NaN where :math:`w = 0` (e.g. at ``t = 0`` when ``beta0 = 0``, ``delta > 0``).
 
-    The ``numeric`` method integrates the batch as one stacked ODE with a shared adaptive step,
-    so numeric results of one configuration depend (within the tolerances) on its batch; the
-    ``exact`` method is elementwise and bitwise independent of the batch.
+    Both methods give a configuration the same bits alone and in any batch: ``exact`` is
+    elementwise, and ``numeric`` integrates one configuration at a time.
     """
 
     name: ClassVar[str] = "single-neuron"
     summary: ClassVar[str] = (
         "single hidden neuron f(x) = a w^T x: exact gradient-flow solutions, NTK movement "
-        "and implicit bias (Kunin et al. 2024, SPEC A1)"
+        "and implicit bias (Kunin et al. 2024)"
     )
     actions: ClassVar[tuple[str, ...]] = ("solve",)
     params: ClassVar[tuple[Param, ...]] = (
@@ -572,6 +574,14 @@ class SingleNeuron(Model):
               "optional initial first-layer weights (d values); given together with a0",
               optional=True, batchable=True),
     )
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
+        "solve": (
+            {"delta": 1.0, "t_max": 2.0, "n_times": 11},
+            {"delta": -0.5, "beta0": [0.5, 0.5], "eta_a": 2.0, "t_max": 2.0, "n_times": 11},
+            {"X": [[1.0, 0.0]], "y": [1.0], "a0": 0.3, "w0": [0.3, 0.4], "method": "numeric",
+             "t_max": 2.0, "n_times": 11},
+        ),
+    }
 
     # -- validation ------------------------------------------------------------------------
     @classmethod
@@ -737,7 +747,8 @@ class SingleNeuron(Model):
         times: np.ndarray,
         methods: list[str],
     ) -> xr.Dataset:
-        """Derived outputs (SPEC §A1) from ``a`` (B, M, T) and ``w`` (B, M, T, d)."""
+        """Derived outputs (docs/single-neuron.md, eqs. (4), (10)) from ``a`` (B, M, T) and ``w``
+        (B, M, T, d)."""
         d = w.shape[-1]
         beta = a[..., None] * w
         wn = np.sqrt(np.sum(w * w, axis=-1))

@@ -1,4 +1,5 @@
-"""``two-layer``: teacher–student two-layer piecewise-linear networks over (τ, δ) (SPEC.md §A3).
+"""``two-layer``: teacher–student two-layer piecewise-linear networks over (τ, δ)
+(docs/two-layer.md).
 
 The headline experiment of Kunin et al. (Fig. 1, 5b, 10), following Chizat et al. A ReLU
 teacher with ``k`` neurons (unit-norm ``w*_i`` uniform on the sphere, readouts ``a*_i = ±1``)
@@ -8,14 +9,15 @@ labels ``n`` training and ``n_test`` test inputs uniform on ``S^{d−1}``. The s
 
 starts from a balanced base initialisation (``‖u_k‖ = |ε_k| = 1``; with ``symmetrize`` the
 ``h/2`` base neurons are duplicated with ``a → −a`` so ``f ≡ 0``) rescaled to ``w_k = τα u_k``,
-``a_k = (τ/α) ε_k`` with ``α(τ, δ)`` of SPEC §A3, hence ``|a_k|‖w_k‖ = τ²`` and
+``a_k = (τ/α) ε_k`` with ``α(τ, δ)`` of docs/two-layer.md, eq. (2), hence ``|a_k|‖w_k‖ = τ²`` and
 ``a_k² − ‖w_k‖² = δ`` for every neuron. Training is full-batch gradient descent on the mean
 squared error of the authors' code,
 
     L = (1/n) Σ_i (f(x_i) − y_i)²        (gradient factor 2/n),
 
 with step ``lr/τ²`` (``lr_scaling = tau2``, the paper) or ``lr`` (``none``). The gradient-flow
-time of SPEC's sum loss ½‖r‖² is ``t = lr_eff · step · 2/n`` (output ``time``).
+time of the sum loss ½‖r‖² is ``t = lr_eff · step · 2/n`` (output ``time``; docs/two-layer.md,
+eq. (5)).
 
 All configurations of one ``seed`` share teacher, data, test set and base initialisation
 (streams ``rng(seed, "teacher" | "data" | "test" | "init")``), so a batch is, e.g., a whole
@@ -25,11 +27,11 @@ Metrics at each checkpoint step (their products in the training dtype, every sum
 
 * ``train_loss``, ``test_loss``: the mean squared error above on the training / test set;
 * ``kernel_distance``: ``S(0,t) = 1 − ⟨K0,Kt⟩_F / (‖K0‖_F ‖Kt‖_F)`` of the empirical NTK over
-  the training set and both layers with ``η = 1`` (SPEC §A3 "Metrics"), from the closed form
+  the training set and both layers with ``η = 1`` (docs/two-layer.md, eq. (7)), from the closed form
   ``K = σ(XWᵀ)σ(XWᵀ)ᵀ + (XXᵀ) ∘ (GGᵀ)``, ``G_ik = a_k σ'(w_kᵀx_i)`` — never the Jacobian;
 * ``hamming_distance``: the *fraction* of training (sample, neuron) activation signs
-  (``np.sign``, zero counts as its own sign) that differ from initialisation, i.e. ``H/m`` in
-  SPEC §A3's notation (the authors' ``H`` is ``h`` times this);
+  (``np.sign``, zero counts as its own sign) that differ from initialisation, docs/two-layer.md,
+  eq. (8) (the authors' code reports ``h`` times this);
 * ``param_distance``: ``‖θ_t − θ_0‖₂ = √(‖W_t − W_0‖_F² + ‖a_t − a_0‖²)``.
 
 A configuration whose training loss becomes non-finite or exceeds 10⁶ × its initial loss is
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import xarray as xr
@@ -58,11 +60,10 @@ _K0_STORE_BYTES = 512 * 2**20
 """Above this many bytes of stored initial-kernel panels per batch, recompute K0 instead."""
 
 _GROUP_SIZE = 4
-"""Configurations per group, whose products are stacked where that is bitwise exact. Measured
-per configuration-step at the paper's size (medians, one core): float64 419–424, 393–400,
-400–404, 397–401 and 388–403 µs in groups of 1 to 5, and 405–418 µs in groups of 6 or 8 (whose
-stacked products are not bitwise exact at this size, so that they issue one product per
-configuration); float32 223, 213, 211, 206, 206, 217 and 218 µs."""
+"""Configurations per group, whose products are stacked where that is bitwise exact. Chosen by
+timing at the paper's size: groups of 2 to 5 train a few per cent faster per configuration than
+single configurations, and larger groups, whose stacked products are not bitwise exact at that
+size, issue one product per configuration and gain nothing."""
 
 
 def group_positions(B: int, g_max: int = _GROUP_SIZE) -> list[np.ndarray]:
@@ -84,10 +85,14 @@ def checkpoint_steps(steps: int, n_checkpoints: int, checkpoints: Any) -> np.nda
 
 @register
 class TwoLayer(Model):
-    """Teacher–student two-layer piecewise-linear network trained by full-batch GD (SPEC §A3)."""
+    """Teacher–student two-layer piecewise-linear network trained by full-batch GD
+    (docs/two-layer.md)."""
 
     name = "two-layer"
-    summary = "teacher-student two-layer ReLU networks over (tau, delta): rich vs lazy (SPEC A3)"
+    summary = (
+        "teacher-student two-layer ReLU networks over (tau, delta): rich vs lazy "
+        "(Kunin et al. 2024)"
+    )
     actions = ("train",)
     params = (
         Param("d", "int", 100, "input dimension", low=1),
@@ -122,6 +127,16 @@ class TwoLayer(Model):
         Param("device", "str", "cpu", "device of the torch backend: cpu, cuda or auto (cuda "
               "when available)", choices=("cpu", "cuda", "auto")),
     )
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
+        "train": (
+            {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
+             "tau": 0.5, "delta": 0.5},
+            {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
+             "tau": 1.2, "delta": -0.4, "leak": 0.1},
+            {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
+             "tau": 0.5, "delta": 0.5, "seed": 1, "save_params": True},
+        ),
+    }
 
     @classmethod
     def check(cls, action: str, values: dict[str, Any]) -> None:
@@ -386,11 +401,11 @@ def metrics_dataset(o: Mapping[str, np.ndarray], ck: np.ndarray, status: np.ndar
         "hamming_distance": var(
             P, o["hamming_distance"],
             "fraction of training (sample, neuron) activation signs differing from "
-            "initialisation (H/m of SPEC A3)"),
+            "initialisation"),
         "param_distance": var(P, o["param_distance"],
                               "parameter distance ||theta_t - theta_0||_2"),
         "time": var(P, lr_eff[:, None] * ck[None, :].astype(np.float64) * 2.0 / n,
-                    "gradient-flow time of the sum loss, lr_eff * step * 2/n"),
+                    "gradient-flow time of the sum loss, lr_eff * step * 2/n", "time"),
         "alpha": var(("point",), alpha, "layer ratio alpha(tau, delta) of the initialisation"),
         "status": var(("point",), status, "0 ok, 1 diverged (frozen)"),
     }
