@@ -80,6 +80,13 @@ def overlap_stats(torch: Any, V: Any, P: int, r_floor: float) -> tuple[Any, Any]
     return best, torch.gather(r2, 1, arg)
 
 
+def best_neurons(torch: Any, V: Any, P: int, r_floor: float) -> tuple[Any, Any]:
+    """(best squared cosine, its neuron) per teacher, (B, P) each."""
+    r2 = (V * V).sum(dim=2)
+    cos2 = V[:, :, :P] ** 2 / torch.clamp(r2, min=r_floor**2)[:, :, None]
+    return cos2.max(dim=1)
+
+
 def _rms(x: Any) -> Any:
     """SciPy's RMS norm per configuration: ``‖x_b‖ / √N``."""
     return torch_norm(x) / float(x.shape[1]) ** 0.5
@@ -217,14 +224,22 @@ class BatchedRK45:
 def integrate_flow(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray,
                    times: np.ndarray, rtol: float, atol: np.ndarray, r_floor: float,
                    recovery: float, device: str, save_params: bool,
-                   progress: Callable[[float], None] | None = None) -> dict[str, np.ndarray]:
+                   progress: Callable[[float], None] | None = None,
+                   early_stop: bool = False, recoverable: np.ndarray | None = None,
+                   settle_tol: float = 0.0) -> dict[str, np.ndarray]:
     """Integrate ``V̇ = −∇L(V)`` for B configurations over ``[0, times[-1]]`` on ``device``.
 
     ``V0`` (B, m, d) and ``a`` (B, P); ``atol`` (B,). Returns ``loss`` (B, T), ``overlap``
     and ``norm`` (B, T, P), ``t_recover`` (B, P; the first time the overlap reaches
     ``recovery``, by ``brentq`` on the dense output), ``status`` (B,; diverged where the state
     becomes non-finite or the step underflows), ``nfev`` (B,) and, with ``save_params``,
-    ``V`` (B, T, m, d) — the NumPy backend's outputs for the same flow.
+    ``V`` (B, T, m, d) — the NumPy backend's outputs for the same flow — and ``winner``
+    (B, P), the neuron of largest overlap where each teacher is recovered, and ``t_stop`` (B,).
+
+    ``early_stop`` (with ``recoverable`` (B, P), the teachers with a finite greedy time) ends a
+    configuration at the first accepted step where as many teachers are recovered as are
+    learnable and ``‖∇L‖² t ≤ settle_tol · L(0)``; its remaining outputs receive the state
+    at the stop (the NumPy backend's rule, docs/hermite-sgd.md).
     """
     from ..errors import Status
 
@@ -233,7 +248,8 @@ def integrate_flow(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray,
         torch.set_num_threads(1)
         try:
             return integrate_flow(torch, V0, a, c, times, rtol, atol, r_floor, recovery,
-                                  "cpu:0", save_params, progress)
+                                  "cpu:0", save_params, progress, early_stop, recoverable,
+                                  settle_tol)
         finally:
             torch.set_num_threads(previous)
     B, m, d = V0.shape
@@ -248,7 +264,10 @@ def integrate_flow(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray,
         "norm": np.full((B, T, P), np.nan),
         "t_recover": np.full((B, P), np.nan),
         "status": np.full(B, int(Status.OK), dtype=np.int8),
+        "winner": np.full((B, P), -1, dtype=np.int64),
     }
+    need = (np.zeros((B, P), bool) if recoverable is None
+            else np.asarray(recoverable, dtype=bool))
     if save_params:
         out["V"] = np.full((B, T, m, d), np.nan)
 
@@ -275,8 +294,12 @@ def integrate_flow(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray,
         solver = BatchedRK45(torch, fun, y0, float(times[-1]), rtol, atol)
         for b in range(B):
             record(b, 0, y0[b:b + 1])
-        prev = overlap_stats(torch, y0.view(B, m, d), P, r_floor)[0].cpu().numpy()
+        prev_t, prev_arg = best_neurons(torch, y0.view(B, m, d), P, r_floor)
+        prev = prev_t.cpu().numpy()
         out["t_recover"][prev >= recovery] = 0.0
+        out["winner"][prev >= recovery] = prev_arg.cpu().numpy()[prev >= recovery]
+        L0 = population_loss_grad(torch, y0.view(B, m, d), a_t, q, r_floor,
+                                   need_grad=False)[0].cpu().numpy()
         next_out = np.ones(B, dtype=np.int64)
         n_steps = 0
         while solver.running.any():
@@ -315,11 +338,25 @@ def integrate_flow(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray,
                         ov = overlap_stats(torch, s.view(1, m, d), P, r_floor)[0]
                         return float(ov[0, p]) - recovery
 
-                    out["t_recover"][b, p] = brentq(
-                        gap, solver.t_old[b], solver.t[b],
-                        xtol=1e-12 * max(1.0, solver.t[b]))
+                    t_hit = brentq(gap, solver.t_old[b], solver.t[b],
+                                   xtol=1e-12 * max(1.0, solver.t[b]))
+                    out["t_recover"][b, p] = t_hit
+                    s_hit = solver.dense(b, np.array([t_hit])).view(1, m, d)
+                    out["winner"][b, p] = int(best_neurons(torch, s_hit, P, r_floor)[1][0, p])
+            if early_stop:
+                for b in acc:
+                    if (next_out[b] < T and solver.running[b]
+                            and np.count_nonzero(~np.isnan(out["t_recover"][b]))
+                            >= np.count_nonzero(need[b])):
+                        f = solver.f[b]
+                        if float((f * f).sum()) * solver.t[b] <= settle_tol * L0[b]:
+                            j = next_out[b]
+                            record(b, j, solver.y[b:b + 1].expand(T - j, -1))
+                            next_out[b] = T
+                            solver.running[b] = False
             if progress is not None and n_steps % 200 == 0:
                 progress(float(np.mean(solver.t)) / float(times[-1]))
         out["status"][solver.failed] = int(Status.DIVERGED)
     out["nfev"] = solver.nfev.copy()
+    out["t_stop"] = solver.t.copy()
     return out
