@@ -11,7 +11,8 @@ JOBS   ?= 2
 RESULTS := results
 REPORTS := reports
 
-.PHONY: install demo test test-slow lint bench clean help fig3 fig1b-small fig1a azulay-small
+.PHONY: install demo test test-slow lint bench clean help fig3 fig1b-small fig1a azulay-small \
+	fig5a fig5b-small fig7 fig8 fig10
 
 help:
 	@echo "make install   create .venv and install richlazy (editable, all extras)"
@@ -21,6 +22,7 @@ help:
 	@echo "make bench     run the benchmark scripts in bench/"
 	@echo "make fig3      single-neuron theory against simulation -> reports/fig3/index.html"
 	@echo "make fig1b-small  two-layer (tau, delta) phase diagram -> reports/fig1b-small/"
+	@echo "make fig1a fig5a fig5b-small fig7 fig8 fig10  Kunin et al. figures -> reports/<name>/"
 
 install: $(STAMP)
 
@@ -36,6 +38,8 @@ $(RESULTS)/%.h5: jobs/%.toml | $(STAMP)
 	@mkdir -p $(dir $@)
 	$(RICHLAZY) sweep -c $< -o $@ --force
 
+.PRECIOUS: $(RESULTS)/%.h5   # keep the results make would delete as intermediates
+
 $(REPORTS)/%/index.html: $(RESULTS)/%.h5
 	$(RICHLAZY) report $< -o $(REPORTS)/$* -q
 	@echo "report: $@"
@@ -46,6 +50,11 @@ $(RESULTS)/fig3.h5: jobs/single-neuron-delta.toml | $(STAMP)
 fig3: $(REPORTS)/fig3/index.html
 fig1b-small: $(REPORTS)/fig1b-small/index.html
 fig1a: $(REPORTS)/fig1a/index.html
+fig5a: $(REPORTS)/fig5a/index.html
+fig5b-small: $(REPORTS)/fig5b-small/index.html
+fig7: $(REPORTS)/fig7/index.html
+fig8: $(REPORTS)/fig8/index.html
+fig10: $(REPORTS)/fig10-reduced/index.html
 azulay-small: $(REPORTS)/azulay-diagonal-small/index.html
 
 # -- the demo: a small two-layer (tau, delta) sweep and the single-neuron delta sweep ---------

@@ -267,6 +267,10 @@ def sweep_cmd(
     ] = False,
     force: ForceOpt = False,
     quiet: QuietOpt = False,
+    max_points: Annotated[  # store safety hook: grid size limit
+        int | None,
+        typer.Option("--max-points", help="Largest grid accepted (default 10,000,000)."),
+    ] = None,
 ) -> None:
     """Run solve or train across a parameter grid, in parallel, resumably."""
     from .engine.grid import parse_shard, shard_from_env
@@ -327,7 +331,12 @@ def sweep_cmd(
         raise BadInput("--worker-timeout must be positive")
     if opts.scheduler and opts.backend != "dask":
         raise BadInput("--scheduler needs --backend dask")
-    job = Job.build(model_name, action, given, list(specs.items()))
+    from .engine.grid import DEFAULT_MAX_POINTS  # store safety hook: --max-points
+
+    if max_points is not None and max_points < 1:
+        raise BadInput(f"--max-points {max_points}: must be at least 1")
+    limit = max_points or DEFAULT_MAX_POINTS
+    job = Job.build(model_name, action, given, list(specs.items()), limit)
     outcome = execute(job, out, opts, _command_line())
     if dry_run:
         p = outcome.plan
@@ -350,7 +359,8 @@ def report_cmd(
     inputs: Annotated[list[Path], typer.Argument(help="Result files.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Output folder.")],
     kind: Annotated[
-        str, typer.Option("--kind", help="auto, phase, curves, theory or scaling.")
+        str, typer.Option("--kind", help="auto, phase, curves, theory, scaling, neurons, "
+                          "partition or basin.")
     ] = "auto",
     var: Annotated[
         list[str] | None, typer.Option("--var", help="Variable to draw. Repeatable.")
@@ -371,8 +381,10 @@ def report_cmd(
     from .engine.grid import split_assignment
     from .report import build_report, summary_table
 
-    if kind not in ("auto", "phase", "curves", "theory", "scaling"):
-        raise BadInput(f"--kind {kind!r}: use auto, phase, curves, theory or scaling")
+    if kind not in ("auto", "phase", "curves", "theory", "scaling", "neurons", "partition",
+                    "basin"):
+        raise BadInput(f"--kind {kind!r}: use auto, phase, curves, theory, scaling, neurons, "
+                       "partition or basin")
     if fmt not in ("png", "svg", "pdf"):
         raise BadInput(f"--format {fmt!r}: use png, svg or pdf")
     if reduce not in ("mean", "median"):
@@ -563,6 +575,10 @@ def run(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, *_ABORTS):
         return _error("interrupted", 130)
     except Exception as exc:  # a bug: one line, and a traceback only when asked for
+        from .engine.store import storage_error_line  # store safety hook: OS errors exit 2
+
+        if (line := storage_error_line(exc)) is not None:
+            return _error(line, 2)
         if os.environ.get("RICHLAZY_DEBUG"):
             raise
         from .engine.chunk import describe_exception

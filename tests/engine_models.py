@@ -3,6 +3,8 @@
 ``toy`` draws a noisy line: y(step) = slope * step + scale * noise(seed), with knobs that make
 chosen points fail (``fail_at``), return non-finite values (``nan_at``), sleep (``sleep``, to
 catch a sweep mid-flight) or burn CPU (``work``, matrix products for the scaling bench).
+``RICHLAZY_TOY_SLEEP`` (seconds per call) slows one process down without changing the sweep's
+parameters, so that a later ``--resume`` of the same sweep runs at full speed.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Toy(Model):
         y[slope == batch["nan_at"]] = np.nan
         if batch["sleep"]:
             time.sleep(batch["sleep"])
+        time.sleep(float(os.environ.get("RICHLAZY_TOY_SLEEP", "0")))
         if batch["work"]:
             m = rng(0, "work").standard_normal((batch["work"], batch["work"]))
             for _ in range(batch.size):

@@ -6,11 +6,17 @@ the grid values, then the model's own dimensions. ``status`` (int8: 0 ok, 1 dive
 hold NaN (integers -1). A model coordinate that differs between grid points (because it depends
 on a gridded parameter, e.g. ``time`` when ``t_max`` is swept) becomes an integer index, and
 its values are kept in a variable ``<dim>_values`` over the grid dimensions and that dimension.
+
+The whole result is held in memory once. Before the first chunk's arrays are allocated over the
+grid, their size (the chunk's bytes per point times the grid's points) is compared with the
+machine's physical memory, and a result that cannot fit is refused (BadInput) instead of
+failing later with MemoryError or the kernel's OOM killer.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -66,6 +72,7 @@ class Assembler:
 
     def _add_data(self, idx: np.ndarray | slice, data: xr.Dataset) -> None:
         if not self.arrays:
+            self._check_first(data)
             self.ds_attrs = dict(data.attrs)
             for name, item in data.coords.items():
                 self.coords[name] = item.variable
@@ -90,6 +97,26 @@ class Assembler:
             target[idx] = item.values
         self.has_data[idx] = True
 
+    def _check_first(self, data: xr.Dataset) -> None:
+        """Refuse a grid whose names clash with the model's dimensions, or too large a result."""
+        own = {str(d) for d in data.dims if d != "point"} | {str(c) for c in data.coords}
+        clash = sorted(own & set(self.grid.names))
+        if clash:
+            raise BadInput(
+                f"grid dimension {clash[0]} is also a dimension of the model's output; "
+                f"run one sweep per value of {clash[0]} instead"
+            )
+        points = max(int(data.sizes.get("point", 1)), 1)
+        per_point = sum(item.nbytes for item in data.data_vars.values()) / points
+        need = self.size * (per_point + 9)  # + status (1 byte) and elapsed (8)
+        have = physical_memory()
+        if have and need > have:
+            raise BadInput(
+                f"the result would take {need / 1e9:.3g} GB in memory ({self.size:,} points x "
+                f"{per_point:,.0f} bytes), more than this machine's {have / 1e9:.3g} GB; "
+                "split the grid into shards (--shard) or sweeps"
+            )
+
     def _check_coord(self, name: str, var: xr.Variable, idx: np.ndarray | slice) -> None:
         known = self.coords.get(name)
         if known is None:
@@ -105,7 +132,10 @@ class Assembler:
             )
         values = self.point_coords.get(name)
         if values is None:  # first difference: earlier points all had `known`
-            values = np.full((self.size, known.shape[0]), np.nan)
+            kind = known.dtype if known.dtype.kind in "fc" else object
+            values = np.full((self.size, known.shape[0]), _fill_value(np.dtype(kind)), kind)
+            if kind is object:
+                values[:] = ""
             values[self.status >= 0] = known.values
             self.point_coords[name] = values
         values[idx] = var.values
@@ -176,6 +206,14 @@ class Assembler:
 
     def failures(self) -> list[dict[str, Any]]:
         return [e for e in self.error_list() if e["status"] in (1, 2)]
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory (0 when unknown)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 def result_as_chunk(ds: xr.Dataset, grid: Grid) -> ChunkResult:

@@ -11,10 +11,17 @@ A grid is an ordered list of dimensions, each a model parameter with its values:
 
 Points are numbered in C order over the grid's shape (the last dimension fastest); that flat
 index is the identity of a point in part files, shards and merges.
+
+Specs are checked before anything is allocated: arguments must be finite, a range's step
+non-zero, counts positive integers, and the grid's size, computed from the specs without
+expanding them (:func:`spec_size`), at most ``max_points`` (:data:`DEFAULT_MAX_POINTS` unless
+``--max-points`` raises it). Values must be distinct as numbers (``0`` and ``-0`` are one
+value) and integers must fit in 64 bits.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -28,6 +35,11 @@ from ..models.base import Model
 from ..models.params import BadInput, Param, jsonable
 
 _CALL = re.compile(r"^\s*(linspace|logspace|geomspace|range)\s*\((.*)\)\s*$")
+DEFAULT_MAX_POINTS = 10_000_000
+"""The largest grid a sweep accepts without ``--max-points``: at a few hundred bytes of
+bookkeeping per point in the parent (parameters, status, chunking) and the model's output on
+top, larger grids belong in shards or separate sweeps."""
+_INT64 = 2**63
 
 
 @dataclass(frozen=True)
@@ -56,15 +68,15 @@ class Grid:
 
     dims: tuple[GridDim, ...] = ()
 
-    @property
+    @functools.cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(d.name for d in self.dims)
 
-    @property
+    @functools.cached_property
     def shape(self) -> tuple[int, ...]:
         return tuple(d.size for d in self.dims)
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
         return math.prod(self.shape)
 
@@ -73,8 +85,12 @@ class Grid:
 
     def point(self, flat: int) -> dict[str, Any]:
         """The grid values of the point with flat (C-order) index ``flat``."""
-        index = np.unravel_index(flat, self.shape) if self.dims else ()
-        return {d.name: d.values[int(i)] for d, i in zip(self.dims, index, strict=True)}
+        values = {}
+        rest = int(flat)
+        for dim in reversed(self.dims):  # C order: the last dimension varies fastest
+            rest, i = divmod(rest, dim.size)
+            values[dim.name] = dim.values[i]
+        return {name: values[name] for name in self.names}
 
     def points(self, flats: np.ndarray | Sequence[int]) -> list[dict[str, Any]]:
         """The grid values of many points at once (vectorised :meth:`point`)."""
@@ -101,17 +117,67 @@ class Grid:
         return {k: jsonable(v) for k, v in self.point(flat).items()}
 
 
+def _short(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters for a message."""
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 def _numbers(args: str, spec: str) -> list[float]:
     try:
-        return [float(a) for a in args.split(",")]
+        nums = [float(a) for a in args.split(",")]
     except ValueError:
-        raise BadInput(f"grid {spec!r}: arguments must be numbers") from None
+        raise BadInput(f"grid {_short(spec)!r}: arguments must be numbers") from None
+    if not all(math.isfinite(x) for x in nums):
+        raise BadInput(f"grid {_short(spec)!r}: arguments must be finite numbers")
+    return nums
 
 
 def _count(x: float, spec: str) -> int:
     if x != round(x) or x < 1:
-        raise BadInput(f"grid {spec!r}: the number of values must be a positive integer")
+        raise BadInput(f"grid {_short(spec)!r}: the number of values must be a positive integer")
     return int(x)
+
+
+def _range_args(nums: list[float], spec: str) -> tuple[int, ...]:
+    if not 1 <= len(nums) <= 3 or any(x != round(x) for x in nums):
+        raise BadInput(f"grid {_short(spec)!r}: range takes 1 to 3 integers")
+    args = tuple(int(x) for x in nums)
+    if len(args) == 3 and args[2] == 0:
+        raise BadInput(f"grid {_short(spec)!r}: the range's step must not be zero")
+    return args
+
+
+def spec_size(name: str, text: str | Sequence[Any]) -> int:
+    """The number of values a spec spans, computed without expanding it."""
+    if not isinstance(text, str):
+        return len(text)
+    spec = f"{name}={text}"
+    match = _CALL.match(text)
+    if match:
+        func, args = match.groups()
+        nums = _numbers(args, spec)
+        if func == "range":
+            return len(range(*_range_args(nums, spec)))
+        if len(nums) != 3:
+            raise BadInput(f"grid {_short(spec)!r}: {func} takes (start, stop, count)")
+        return _count(nums[2], spec)
+    stripped = text.strip()
+    if stripped.startswith("["):
+        return -1  # a JSON list: parsed (it is already in memory as text) and counted later
+    return stripped.count(",") + 1
+
+
+def check_size(specs: Sequence[tuple[str, str | Sequence[Any]]], max_points: int) -> int:
+    """The grid's number of points from its specs; BadInput beyond ``max_points``."""
+    sizes = [spec_size(name, text) for name, text in specs]
+    total = math.prod(max(n, 1) for n in sizes)
+    if total > max_points:
+        shape = " x ".join(f"{n:,}" if n >= 0 else "?" for n in sizes)
+        raise BadInput(
+            f"the grid has {total:,} points ({shape}), more than the limit of {max_points:,}; "
+            "split it into shards or sweeps, or raise the limit with --max-points"
+        )
+    return total
 
 
 def _expand(name: str, text: str) -> tuple[list[Any], str]:
@@ -122,9 +188,7 @@ def _expand(name: str, text: str) -> tuple[list[Any], str]:
         func, args = match.groups()
         nums = _numbers(args, spec)
         if func == "range":
-            if not 1 <= len(nums) <= 3 or any(x != round(x) for x in nums):
-                raise BadInput(f"grid {spec!r}: range takes 1 to 3 integers")
-            values: list[Any] = list(range(*(int(x) for x in nums)))
+            values: list[Any] = list(range(*_range_args(nums, spec)))
             if not values:
                 raise BadInput(f"grid {spec!r}: the range is empty")
             return values, "linear"
@@ -186,17 +250,40 @@ def make_dim(param: Param, text: str | Sequence[Any]) -> GridDim:
     for item in raw:
         if param.kind in ("vector", "int_list", "matrix") and not isinstance(item, list | str):
             raise BadInput(f"grid {name}: each value of a vector parameter must be a list")
-        values.append(param.coerce(item))
-    keys = [json.dumps(jsonable(v)) for v in values]
+        try:
+            value = param.coerce(item)
+        except (OverflowError, BadInput) as exc:
+            if isinstance(exc, BadInput) and len(str(exc)) <= 200:
+                raise
+            short = _short(str(item), 30)
+            raise BadInput(f"grid {name}: value {short!r} is out of range") from None
+        if isinstance(value, int) and not -_INT64 <= value < _INT64:
+            raise BadInput(f"grid {name}: value {_short(str(item), 30)!r} does not fit in 64 bits")
+        values.append(value)
+    keys = [json.dumps(jsonable(_signless_zero(v))) for v in values]
     if len(set(keys)) != len(keys):
-        raise BadInput(f"grid {name}: values repeat")
+        raise BadInput(f"grid {name}: values repeat (0 and -0 count as one)")
     if spacing == "list":
         spacing = _list_spacing(values)
     return GridDim(name=name, spec=spec, values=tuple(values), spacing=spacing)
 
 
-def parse_grid(model: type[Model], specs: Sequence[tuple[str, str | Sequence[Any]]]) -> Grid:
-    """Build a :class:`Grid` from ``(name, spec)`` pairs, in order."""
+def _signless_zero(value: Any) -> Any:
+    """``value`` with -0.0 as 0.0 (for telling repeated values apart)."""
+    if isinstance(value, float):
+        return value + 0.0
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+        return value + 0.0
+    return value
+
+
+def parse_grid(
+    model: type[Model],
+    specs: Sequence[tuple[str, str | Sequence[Any]]],
+    max_points: int = DEFAULT_MAX_POINTS,
+) -> Grid:
+    """Build a :class:`Grid` from ``(name, spec)`` pairs, in order (at most ``max_points``)."""
+    check_size(specs, max_points)
     dims: list[GridDim] = []
     seen: set[str] = set()
     for name, text in specs:
@@ -204,7 +291,10 @@ def parse_grid(model: type[Model], specs: Sequence[tuple[str, str | Sequence[Any
             raise BadInput(f"grid dimension {name} is given twice")
         seen.add(name)
         dims.append(make_dim(model.param(name), text))
-    return Grid(tuple(dims))
+    grid = Grid(tuple(dims))
+    if grid.size > max_points:  # JSON lists are counted once parsed
+        check_size([(d.name, list(d.values)) for d in grid.dims], max_points)
+    return grid
 
 
 def split_assignment(text: str, flag: str) -> tuple[str, str]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..models.base import Model, get_model
 from ..models.params import BadInput
-from .grid import Grid, parse_grid, split_assignment
+from .grid import DEFAULT_MAX_POINTS, Grid, parse_grid, split_assignment
 from .validate import PointChecker
 
 JOB_KEYS = {"action", "model", "params", "grid", "run"}
@@ -96,6 +96,7 @@ class Job:
         action: str,
         params: Mapping[str, Any],
         grid_specs: Sequence[tuple[str, Any]] = (),
+        max_points: int = DEFAULT_MAX_POINTS,  # store safety hook: --max-points
     ) -> Job:
         """Validate parameters (raw strings are parsed, other values coerced) and the grid."""
         model = get_model(model_name)
@@ -108,7 +109,7 @@ class Job:
         for name, value in params.items():
             p = model.param(name)
             given[name] = p.parse(value) if isinstance(value, str) else p.coerce(value)
-        grid = parse_grid(model, grid_specs)
+        grid = parse_grid(model, grid_specs, max_points)
         for name in grid.names:
             if name in given:
                 raise BadInput(f"parameter {name} is both fixed (-p) and swept (-g)")

@@ -11,12 +11,23 @@ with ``.npz``. Reading the status of a part reads only its header and two small 
 A killed sweep loses at most the chunks in flight; ``--resume`` reads the parts back, and
 later parts override earlier ones for the same point (that is how ``--retry-failed`` replaces
 failures).
+
+Every part carries the fingerprint of its sweep (:mod:`.fingerprint`) in its header, and a
+part whose fingerprint is not the manifest's is never read: however a folder came to hold it,
+it cannot mix into the result. A finished folder is removed atomically: renamed to a hidden
+``.OUT.h5.parts.<pid>.trash`` beside it, then deleted, so that a kill during the deletion
+leaves no half-empty folder under the parts name (a later run deletes the trash). A folder is
+richlazy's only when it holds nothing but a manifest, parts and temporary files; anything
+else under the parts name is never deleted, even with ``--force``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import re
 import shutil
 import struct
 from collections.abc import Iterator
@@ -28,11 +39,13 @@ import xarray as xr
 
 from ..models.params import BadInput, jsonable
 from .chunk import ChunkResult
-from .store import atomic_write
+from .store import WriteFailed, atomic_write, space_problem
 
 MANIFEST = "manifest.json"
 PART_MAGIC = b"RLPART1\n"
 PART_GLOB = "part-*.rlp"
+IDENTITY = ("model", "action", "params", "grid", "shard", "fingerprint")
+"""Manifest keys that must agree for a folder to continue a sweep."""
 _ALIGN = 64
 
 
@@ -108,6 +121,76 @@ def parts_path(out: Path) -> Path:
     return Path(str(out) + ".parts")
 
 
+def _is_temporary(name: str) -> bool:
+    return name.startswith(".") and name.endswith(".tmp")
+
+
+def folder_state(path: Path) -> str:
+    """``absent``; ``empty`` (nothing but temporary files: a clean-up cut short, or a
+    creation killed before its manifest); ``sweep`` (a manifest); or ``foreign`` (a folder
+    or file richlazy did not make)."""
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return "absent"
+    if path.is_symlink() or not path.is_dir():
+        return "foreign"
+    names = [entry.name for entry in os.scandir(path)]
+    ours = all(
+        _is_temporary(n) or n == MANIFEST or (n.startswith("part-") and n.endswith(".rlp"))
+        for n in names
+    )
+    if not ours:
+        return "foreign"
+    if MANIFEST in names:
+        return "sweep"
+    return "empty" if not any(n.endswith(".rlp") for n in names) else "foreign"
+
+
+def remove_folder(path: Path) -> None:
+    """Remove a parts folder atomically: rename it to a hidden trash name, then delete."""
+    path = Path(path)
+    if not path.exists():
+        return
+    trash = path.with_name(f".{path.name}.{os.getpid()}.trash")
+    try:
+        os.replace(path, trash)
+    except OSError:
+        trash = path  # cannot rename (e.g. a busy NFS folder): delete in place
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def remove_stale(out: Path) -> list[Path]:
+    """Delete the debris of killed runs of ``out``: temporary files and trash folders.
+
+    Only under the output's lock (:mod:`.lock`): the files of a live writer look the same.
+    """
+    out = Path(out)
+    folder = out.parent if str(out.parent) else Path(".")
+    ppath = parts_path(out)
+    removed: list[Path] = []
+    # exactly what atomic_write (mkstemp: 8 random characters) and remove_folder name, so
+    # that another output whose name starts with this one's keeps its files
+    mine = re.compile(
+        rf"\.{re.escape(out.name)}\.[A-Za-z0-9_]{{8}}\.tmp|\.{re.escape(ppath.name)}\.\d+\.trash"
+    )
+    candidates = [p for p in folder.glob(f".{glob_escape(out.name)}.*") if mine.fullmatch(p.name)]
+    if ppath.is_dir() and not ppath.is_symlink():
+        candidates += [p for p in ppath.iterdir() if _is_temporary(p.name)]
+    for item in candidates:
+        with contextlib.suppress(OSError):
+            if item.is_dir() and not item.is_symlink():
+                shutil.rmtree(item)
+            else:
+                item.unlink()
+            removed.append(item)
+    return removed
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob metacharacters escaped."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
 class PartsFolder:
     """Finished chunks of one sweep, on disk."""
 
@@ -115,17 +198,28 @@ class PartsFolder:
         self.path = Path(path)
         self.manifest = manifest
         self._next = self._last_sequence() + 1
+        self._space_checked = False
 
     # -- lifecycle ------------------------------------------------------------------------
     @classmethod
     def create(cls, path: Path, manifest: dict[str, Any]) -> PartsFolder:
+        """A new folder for ``manifest``'s sweep; an old one of richlazy's is removed first."""
         path = Path(path)
-        if path.exists():
-            shutil.rmtree(path)
+        state = folder_state(path)
+        if state == "foreign":
+            raise BadInput(
+                f"{path} exists but was not made by richlazy; move or remove it yourself"
+            )
+        if state != "absent":
+            remove_folder(path)
         path.mkdir()
-        text = json.dumps(manifest, sort_keys=True, indent=1)
-        atomic_write(path / MANIFEST, lambda tmp: tmp.write_text(text))
-        return cls(path, manifest)
+        folder = cls(path, manifest)
+        folder.save_manifest()
+        return folder
+
+    def save_manifest(self) -> None:
+        text = json.dumps(self.manifest, sort_keys=True, indent=1)
+        atomic_write(self.path / MANIFEST, lambda tmp: tmp.write_text(text))
 
     @classmethod
     def open(cls, path: Path, manifest: dict[str, Any]) -> PartsFolder:
@@ -139,16 +233,28 @@ class PartsFolder:
             raise BadInput(
                 f"{path} is corrupt (no readable {MANIFEST}); rerun with --force to start over"
             ) from None
-        for key in ("model", "action", "params", "grid", "shard"):
+        if not isinstance(found, dict):
+            found = {}
+        for key in IDENTITY[:-1]:
             if found.get(key) != manifest.get(key):
                 raise BadInput(
                     f"{path} belongs to a different sweep ({key} differs); "
                     "rerun with the same options or use --force to start over"
                 )
+        if "fingerprint" not in found:
+            raise BadInput(
+                f"{path} was made by an older richlazy (its parts carry no sweep fingerprint); "
+                "rerun with --force to start over"
+            )
+        if found["fingerprint"] != manifest.get("fingerprint"):
+            raise BadInput(
+                f"{path}: an input file changed since the sweep started "
+                f"({_input_change(found, manifest)}); restore it, or use --force to start over"
+            )
         return cls(path, found)
 
     def remove(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        remove_folder(self.path)
 
     # -- parts ----------------------------------------------------------------------------
     def _files(self) -> list[Path]:
@@ -169,7 +275,10 @@ class PartsFolder:
             "status": result.status,
             "elapsed": result.elapsed,
         }
-        meta: dict[str, Any] = {"errors": {str(k): v for k, v in result.errors.items()}}
+        meta: dict[str, Any] = {
+            "errors": {str(k): v for k, v in result.errors.items()},
+            "fingerprint": self.manifest.get("fingerprint"),
+        }
         if result.data is not None:
             meta["vars"] = {}
             meta["coords"] = {}
@@ -179,8 +288,28 @@ class PartsFolder:
             for name, item in result.data.coords.items():
                 arrays[f"coord/{name}"] = item.values
                 meta["coords"][name] = {"dims": list(item.dims), "attrs": jsonable(item.attrs)}
-        atomic_write(target, lambda tmp: write_part(tmp, arrays, meta))
+        if not self._space_checked and result.data is not None:
+            self._check_space(sum(np.asarray(a).nbytes for a in arrays.values()), result)
+        try:
+            atomic_write(target, lambda tmp: write_part(tmp, arrays, meta))
+        except OSError as exc:  # e.g. no space: name the folder, keep what is there
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
         return target
+
+    def _check_space(self, nbytes: int, result: ChunkResult) -> None:
+        """After the first chunk with data: refuse a sweep whose parts and final file (both
+        at most the chunk's bytes per point times the sweep's points) cannot fit on the disk,
+        before hours are spent computing it. The parts kept so far stay."""
+        self._space_checked = True
+        points = int(self.manifest.get("points") or result.indices.size)
+        per_point = nbytes / max(result.indices.size, 1)
+        problem = space_problem(self.path, 2 * per_point * points, single_file=False)
+        if problem:
+            raise WriteFailed(f"{problem} (parts and final file together)", errno.ENOSPC)
+
+    def _mine(self, meta: dict[str, Any]) -> bool:
+        """Whether a part belongs to this folder's sweep (its fingerprint is the manifest's)."""
+        return meta.get("fingerprint") == self.manifest.get("fingerprint")
 
     def read(self) -> Iterator[ChunkResult]:
         """Every stored chunk, oldest first. A corrupt part is a BadInput."""
@@ -188,6 +317,8 @@ class PartsFolder:
             try:
                 with _Part(file) as part:
                     meta = part.meta
+                    if not self._mine(meta):
+                        continue
                     indices = np.asarray(part["flat_index"], dtype=np.int64)
                     status = np.asarray(part["status"], dtype=np.int8)
                     elapsed = np.asarray(part["elapsed"], dtype=float)
@@ -221,9 +352,19 @@ class PartsFolder:
         for file in self._files():
             try:
                 with _Part(file) as part:
+                    if not self._mine(part.meta):
+                        continue
                     status[np.asarray(part["flat_index"], dtype=np.int64)] = part["status"]
             except Exception:
                 raise BadInput(
                     f"{file} is corrupt; delete it to recompute its points, or use --force"
                 ) from None
         return status
+
+
+def _input_change(found: dict[str, Any], manifest: dict[str, Any]) -> str:
+    before = {i.get("path"): i.get("sha256") for i in found.get("inputs", [])}
+    now = {i.get("path"): i.get("sha256") for i in manifest.get("inputs", [])}
+    paths = sorted(set(before) | set(now), key=str)
+    changed = [str(p) for p in paths if before.get(p) != now.get(p)]
+    return ", ".join(changed) or "inputs differ"

@@ -30,13 +30,15 @@ from joblib.externals.loky import get_reusable_executor
 from threadpoolctl import threadpool_limits
 
 from ..models.params import BadInput, jsonable
-from .assemble import Assembler, result_as_chunk
+from .assemble import Assembler
 from .chunk import ChunkResult, compute_chunk, load_native
 from .grid import Shard
 from .job import Job
+from .lock import output_lock  # store safety hook
+from .output import previous_status, stamp_manifest, start_point  # store safety hook
 from .parts import PartsFolder, parts_path
 from .progress import Reporter
-from .store import check_writable, json_attr, open_result, provenance, write_result
+from .store import provenance
 
 BACKENDS = ("loky", "threads", "dask")
 MAX_AUTO_CHUNK = 256
@@ -282,48 +284,6 @@ class Collector:
             self.pool = None
 
 
-def _starting_point(
-    job: Job, out: Path, opts: RunOptions, man: dict[str, Any]
-) -> PartsFolder | None:
-    """Check the output and parts folder against the options; open or create the parts."""
-    ppath = parts_path(out)
-    if opts.resume:
-        if ppath.exists():
-            return PartsFolder.open(ppath, man)
-        if out.exists():
-            previous = open_result(out)
-            for key in ("model", "action"):
-                if previous.attrs.get(key) != man[key]:
-                    raise BadInput(f"{out} holds another sweep ({key} differs); cannot resume")
-            if (
-                json_attr(previous, "grid") != man["grid"]
-                or json_attr(previous, "params") != man["params"]
-            ):
-                raise BadInput(
-                    f"{out} holds another sweep (parameters or grid differ); cannot resume"
-                )
-            folder = PartsFolder.create(ppath, man)
-            folder.write(result_as_chunk(previous, job.grid))
-            return folder
-        raise BadInput(f"nothing to resume: neither {out} nor {ppath} exists")
-    if ppath.exists() and not opts.force:
-        raise BadInput(f"{ppath} exists (an unfinished sweep); use --resume to continue or --force")
-    check_writable(out, opts.force)
-    if not opts.use_parts:
-        return None
-    return PartsFolder.create(ppath, man)
-
-
-def _previous_status(out: Path, man: dict[str, Any], size: int) -> np.ndarray:
-    """What an earlier run of this sweep left (for ``--resume --dry-run``), changing nothing."""
-    ppath = parts_path(out)
-    if ppath.exists():
-        return PartsFolder.open(ppath, man).status(size)
-    if out.exists():
-        return np.asarray(open_result(out)["status"].values).reshape(-1)
-    raise BadInput(f"nothing to resume: neither {out} nor {ppath} exists")
-
-
 def plan(job: Job, opts: RunOptions, status: np.ndarray | None) -> dict[str, Any]:
     size = max(job.grid.size, 1)
     indices = opts.shard.select(size) if opts.shard else np.arange(size)
@@ -355,15 +315,29 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
         raise BadInput("--retry-failed needs --resume")
     out = Path(out)
     man = manifest(job, opts.shard)
+    stamp_manifest(man, job)  # store safety hook: input files' SHA-256 and sweep fingerprint
     size = max(job.grid.size, 1)
     if opts.dry_run:
-        status = _previous_status(out, man, size) if opts.resume else None
+        status = previous_status(out, man, size) if opts.resume else None
         the_plan = plan(job, opts, status)
         chunks = the_plan["chunks"]
         the_plan["work"] = job.cost(np.concatenate(chunks)) if chunks else 0.0
         return RunOutcome(None, 0, plan=the_plan)
+    # -- store safety hook: one writer per output for the whole run (engine/lock.py) --
+    with output_lock(out):
+        return _execute_locked(job, out, opts, command, man, size)
 
-    folder = _starting_point(job, out, opts, man)
+
+def _execute_locked(
+    job: Job, out: Path, opts: RunOptions, command: list[str], man: dict[str, Any], size: int
+) -> RunOutcome:
+    """The run itself, holding the output's lock."""
+    # -- store safety hook: debris, --force/--resume checks, idempotent resume (output.py) --
+    start = start_point(job, out, opts, man, command)
+    if start.nothing_to_do:
+        return RunOutcome(None, 0, message=f"{out}: complete, nothing to do")
+    folder = start.folder
+    # -- end of hook --
     status = folder.status(size) if folder is not None and opts.resume else None
     the_plan = plan(job, opts, status)
     chunks = the_plan["chunks"]
@@ -408,12 +382,11 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
             "rerun with --resume to finish",
         )
     attrs = provenance(job.model.name, job.action, job.recorded, job.grid.specs(), command)
+    attrs = start.attrs(attrs)  # store safety hook: original provenance, history, inputs
     if opts.shard:
         attrs["shard"] = str(opts.shard)
     ds = assembler.dataset(attrs)
-    write_result(ds, out, force=True)
-    if folder is not None:
-        folder.remove()
+    start.finish(ds)  # store safety hook: inputs unchanged, final write, atomic parts removal
     if stopped_early:
         return RunOutcome(out, 1, failures, "stopped at the first failure (--fail-fast)")
     return RunOutcome(out, 1 if failures else 0, failures)

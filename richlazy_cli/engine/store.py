@@ -8,18 +8,32 @@ any earlier file untouched. An existing file is replaced only with ``force=True`
 
 Global attributes (docs/engine.md, "Result files"): ``richlazy_version``, ``model``,
 ``action``, ``params`` (JSON), ``grid`` (JSON), ``command`` (JSON argv), ``created`` (UTC
-ISO 8601), ``host``, ``versions`` (JSON), ``complete`` (1 or 0), ``errors`` (JSON list), and,
-when the package runs from a git checkout, ``git_commit`` and ``git_dirty`` (1 or 0).
+ISO 8601), ``host``, ``versions`` (JSON), ``complete`` (1 or 0), ``errors`` (JSON list),
+and, when the package runs from a git checkout, ``git_commit`` and ``git_dirty`` (1 or 0).
 Optional: ``shard`` ("K/N").
+Sweeps add ``Conventions`` ("richlazy-1": the schema of the README's "Result files", which
+follows CF's attribute names but is not checked against CF), ``fingerprint``, ``inputs`` and
+``history`` (:mod:`.fingerprint`, :mod:`.output`).
+
+A result file gets the permissions the umask allows (``0666 & ~umask``), like any file a
+program creates. Large floating-point variables are stored compressed (:data:`COMPRESSION`).
+The HDF5 library cannot recover from a write that fails half-way (no space, a file-size limit):
+its handles are left in a state that crashes the interpreter when they are collected. The
+final file is therefore written by a forked child process that exits at once whatever happens;
+the parent sees a failure as an exception (:class:`WriteFailed` or :class:`OSError`), and an
+estimate of the bytes needed is checked against the free space first (:func:`check_space`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import functools
 import json
 import os
+import re
+import resource
 import socket
 import subprocess
 import sys
@@ -47,7 +61,64 @@ REQUIRED_ATTRS = (
     "versions",
     "complete",
 )
+JSON_ATTRS = ("params", "grid", "command", "versions", "errors", "inputs", "history")
+"""Global attributes that hold JSON text."""
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+CONVENTIONS = "richlazy-1"
+"""The ``Conventions`` attribute: richlazy's own schema (README, "Result files"), not CF."""
+COMPRESSION = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
+"""h5netcdf encoding of compressed variables: zlib level 1 after byte shuffling (on
+single-neuron trajectories, 55% of the raw size; level 4 saves 2% more and writes 20% slower,
+without shuffling the file is 20% larger: bench/sweep_engine.py)."""
+COMPRESS_MIN_BYTES = 1 << 16
+"""Floating-point variables of at least this many bytes are compressed (smaller ones gain
+nothing measurable and cost a chunk index each)."""
+SPACE_SLACK_BYTES = 1 << 20
+"""HDF5's own metadata on top of the variables' bytes, in :func:`check_space`."""
+
+
+class WriteFailed(OSError):
+    """Writing a result file failed; the message names the file and the cause."""
+
+    def __init__(self, message: str, errno_: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno_  # type: ignore[misc]
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+_OS_ERRORS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large (a file-size limit, e.g. ulimit -f, or the file system's)",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENAMETOOLONG: "file name too long",
+    errno.ENOTDIR: "a component of the path is not a folder",
+    errno.EISDIR: "is a folder",
+    errno.EIO: "input/output error",
+    errno.EEXIST: "exists and is not a folder",
+}
+
+
+def os_error_message(exc: BaseException) -> str | None:
+    """One line for an operating-system failure (no space, read-only, ...), or None.
+
+    HDF5 reports such failures as OSError/RuntimeError with the errno inside its message
+    ("errno = 28"), which is recognised too.
+    """
+    code = getattr(exc, "errno", None)
+    if code not in _OS_ERRORS:
+        found = re.search(r"errno = (\d+)", str(exc))
+        code = int(found.group(1)) if found else None
+    if code not in _OS_ERRORS:
+        return None
+    where = getattr(exc, "filename", None)
+    what = _OS_ERRORS[code]
+    return f"{where}: {what}" if where else f"cannot write: {what}"
 
 
 # -- provenance -----------------------------------------------------------------------------
@@ -111,6 +182,7 @@ def provenance(
         "created": utc_now(),
         "host": socket.gethostname(),
         "versions": json.dumps(package_versions(), sort_keys=True),
+        "Conventions": CONVENTIONS,
     }
     state = git_state()
     if state is not None:
@@ -129,11 +201,84 @@ def check_writable(path: Path, force: bool) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise BadInput(f"output folder {folder} does not exist")
+    check_name_length(path)
     try:  # a real probe: permission bits do not stop root, read-only mounts do
         with tempfile.TemporaryFile(dir=folder):
             pass
+    except OSError as exc:
+        why = _OS_ERRORS.get(exc.errno or 0, exc.strerror or "")
+        raise BadInput(f"output folder {folder} is not writable ({why})") from None
+
+
+def check_name_length(path: Path) -> None:
+    """BadInput when ``path``'s name plus the longest suffix richlazy adds is too long."""
+    folder = path.parent if str(path.parent) else Path(".")
+    longest = len(path.name.encode()) + len(".parts")
+    if folder.is_dir() and longest > _name_max(folder):
+        raise BadInput(
+            f"{path.name[:40]}...: output name too long ({len(path.name)} characters; the "
+            f"file system allows {_name_max(folder)} including the '.parts' suffix)"
+        )
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
+
+
+@functools.cache
+def file_mode() -> int:
+    """``0o666`` less the process's umask: the mode ``open()`` would give a new file."""
+    try:  # Linux reports the umask without changing it
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
     except OSError:
-        raise BadInput(f"output folder {folder} is not writable") from None
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def check_space(path: Path, nbytes: int) -> None:
+    """BadInput when ``nbytes`` (plus HDF5 slack) cannot be written beside ``path``.
+
+    Checks the free space of the file system (for this user) and the process's file-size
+    limit (``RLIMIT_FSIZE``). Compression only makes the file smaller, so this is a bound.
+    """
+    problem = space_problem(path, nbytes, single_file=True)
+    if problem:
+        raise BadInput(problem)
+
+
+def space_problem(path: Path, nbytes: float, single_file: bool) -> str | None:
+    """Why ``nbytes`` cannot be written beside ``path`` (free space, and for one file the
+    file-size limit), or None."""
+    need = int(nbytes) + SPACE_SLACK_BYTES
+    folder = path.parent if str(path.parent) else Path(".")
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if single_file and soft != resource.RLIM_INFINITY and need > soft:
+        return (
+            f"{path}: the result needs up to {_mb(need)} but the file-size limit "
+            f"(ulimit -f) is {_mb(soft)}"
+        )
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return None
+    free = stat.f_bavail * stat.f_frsize
+    if need > free:
+        return (
+            f"{path}: no space left: the result needs up to {_mb(need)}, "
+            f"{_mb(free)} free on the device"
+        )
+    return None
+
+
+def _mb(nbytes: float) -> str:
+    return f"{nbytes / 1e6:.3g} MB"
 
 
 def atomic_write(path: Path, write: Any) -> None:
@@ -145,6 +290,7 @@ def atomic_write(path: Path, write: Any) -> None:
         write(Path(tmp))
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
+        os.chmod(tmp, file_mode())  # mkstemp makes 0600; a result file follows the umask
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -160,19 +306,95 @@ def atomic_write(path: Path, write: Any) -> None:
 
 def _encodable(ds: xr.Dataset) -> xr.Dataset:
     """Object (string) arrays as fixed-width unicode, which h5netcdf writes portably."""
-    out = ds.copy()
+    out = ds.drop_encoding()  # a result read back keeps its file's encoding otherwise
     for name, item in list(out.variables.items()):
         if item.dtype == object:
             out[name] = item.astype(str)
     return out
 
 
-def write_result(ds: xr.Dataset, path: Path, force: bool = False) -> None:
-    """Write ``ds`` to ``path`` atomically; refuse to replace an existing file unless forced."""
+def encoding(ds: xr.Dataset, compress: bool = True) -> dict[str, dict[str, Any]]:
+    """Per-variable h5netcdf encoding: :data:`COMPRESSION` for large floating-point data."""
+    if not compress:
+        return {}
+    return {
+        str(name): dict(COMPRESSION)
+        for name, item in ds.variables.items()
+        if np.issubdtype(item.dtype, np.floating)
+        and item.nbytes >= COMPRESS_MIN_BYTES
+        and item.ndim > 0
+    }
+
+
+def write_result(ds: xr.Dataset, path: Path, force: bool = False, compress: bool = True) -> None:
+    """Write ``ds`` to ``path`` atomically; refuse to replace an existing file unless forced.
+
+    Raises BadInput when the bytes needed exceed the free space or the file-size limit, and
+    :class:`WriteFailed` (with the cause's errno) when the write itself fails.
+    """
     path = Path(path)
     check_writable(path, force)
     ds = _encodable(ds)
-    atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=False))
+    check_space(path, int(sum(item.nbytes for item in ds.variables.values())))
+    enc = encoding(ds, compress)
+
+    def write(tmp: Path) -> None:
+        ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=False, encoding=enc)
+
+    try:
+        atomic_write(path, lambda tmp: _isolated(write, tmp))
+    except WriteFailed as exc:
+        cause = os_error_message(exc)
+        why = cause.split(": ", 1)[-1] if cause else exc.message
+        raise WriteFailed(f"{path}: cannot write the result ({why})", exc.errno) from None
+
+
+def _isolated(write: Any, tmp: Path) -> None:
+    """Run ``write(tmp)`` in a forked child that leaves by ``os._exit`` (see the module doc)."""
+    if not hasattr(os, "fork"):  # pragma: no cover - not POSIX
+        write(tmp)
+        return
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:  # no memory to commit for a copy (strict overcommit): write here
+        os.close(read_end)
+        os.close(write_end)
+        write(tmp)
+        return
+    if pid == 0:  # the child: write, report, and leave without collecting anything
+        code = 0
+        try:
+            os.close(read_end)
+            write(tmp)
+        except BaseException as exc:  # everything is reported to the parent
+            code = 1
+            report = {"errno": getattr(exc, "errno", None), "message": f"{exc}"[:2000],
+                      "type": type(exc).__name__}
+            with contextlib.suppress(BaseException):
+                os.write(write_end, json.dumps(report).encode())
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    chunks = []
+    with os.fdopen(read_end, "rb") as fh:
+        chunks.append(fh.read())
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) == 0:
+        return
+    try:
+        report = json.loads(b"".join(chunks) or b"{}")
+    except ValueError:
+        report = {}
+    message = report.get("message") or f"the writing process ended with status {status}"
+    raise WriteFailed(f"{report.get('type', 'error')}: {message}", report.get("errno"))
+
+
+def storage_error_line(exc: BaseException) -> str | None:
+    """The one line the CLI prints (exit 2) for a failed write, or None for other errors."""
+    if isinstance(exc, WriteFailed):
+        return str(exc)
+    return os_error_message(exc)
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -240,16 +462,26 @@ def point_counts(ds: xr.Dataset) -> dict[str, int]:
 
 
 def verify(path: Path) -> list[str]:
-    """Problems with a result file (schema and completeness); empty when it is sound."""
+    """Problems with a result file (schema, completeness, consistency); empty when sound.
+
+    Besides the schema and ``status``, it checks that the ``grid`` attribute spans exactly the
+    grid coordinates (when the model is known here) and that the ``fingerprint`` matches the
+    model, action, parameters, grid and recorded inputs.
+    """
     ds = open_result(path)
     problems = [f"missing attribute {a}" for a in REQUIRED_ATTRS if a not in ds.attrs]
-    for name in ("params", "grid", "command", "versions"):
+    for name in ("params", "grid", "command", "versions", "inputs", "history"):
         if name in ds.attrs and json_attr(ds, name) is None:
             problems.append(f"attribute {name} is not valid JSON")
+    for name in ("params", "grid"):
+        if name in ds.attrs and not isinstance(json_attr(ds, name), dict):
+            problems.append(f"attribute {name} is not a JSON object")
     dims = grid_dims(ds)
     for dim in dims:
         if dim not in ds.dims:
             problems.append(f"grid dimension {dim} is missing")
+    problems += _grid_problems(ds)
+    problems += _fingerprint_problems(ds)
     for name, item in ds.variables.items():
         if "long_name" not in item.attrs:
             problems.append(f"{name} has no long_name")
@@ -266,11 +498,61 @@ def verify(path: Path) -> list[str]:
     return problems
 
 
+def _grid_problems(ds: xr.Dataset) -> list[str]:
+    """Where the ``grid`` attribute and the grid coordinates disagree."""
+    from ..models.base import get_model
+    from .grid import parse_grid
+
+    specs = json_attr(ds, "grid")
+    if not isinstance(specs, dict) or not all(name in ds.coords for name in specs):
+        return []
+    try:
+        model = get_model(str(ds.attrs.get("model")))
+    except BadInput:
+        return []  # a model not installed here: the coordinates cannot be recomputed
+    try:
+        grid = parse_grid(model, list(specs.items()))
+    except BadInput as exc:
+        return [f"attribute grid does not parse ({exc})"]
+    problems = []
+    for dim in grid.dims:
+        want = dim.coordinate()
+        have = np.asarray(ds[dim.name].values)
+        if want.dtype == object or have.dtype.kind in "OUS":
+            same = have.shape == want.shape and [str(v) for v in have] == [str(v) for v in want]
+        else:
+            same = have.shape == want.shape and np.array_equal(have, want)
+        if not same:
+            problems.append(f"coordinate {dim.name} disagrees with the grid attribute")
+    return problems
+
+
+def _fingerprint_problems(ds: xr.Dataset) -> list[str]:
+    from .fingerprint import fingerprint
+
+    recorded = ds.attrs.get("fingerprint")
+    if not recorded:
+        return []
+    params, specs = json_attr(ds, "params"), json_attr(ds, "grid")
+    inputs = json_attr(ds, "inputs", [])
+    if not isinstance(params, dict) or not isinstance(specs, dict) or not isinstance(inputs, list):
+        return []  # reported above
+    try:
+        now = fingerprint(
+            str(ds.attrs.get("model")), str(ds.attrs.get("action")), params, specs, inputs
+        )
+    except (KeyError, TypeError):
+        return ["attribute inputs is malformed"]
+    if now != recorded:
+        return ["fingerprint does not match model, action, params, grid and inputs"]
+    return []
+
+
 def describe(path: Path) -> dict[str, Any]:
     """A JSON-friendly description of a result file (``store show``)."""
     ds = open_result(path)
     attrs = {
-        k: (json_attr(ds, k) if k in ("params", "grid", "command", "versions", "errors") else v)
+        k: (json_attr(ds, k) if k in JSON_ATTRS else v)
         for k, v in ds.attrs.items()
     }
     variables = {

@@ -88,7 +88,8 @@ class Problem:
 
 
 def make_problem(seed: int, d: int, h: int, k: int, n: int, n_test: int,
-                 symmetrize: bool) -> Problem:
+                 symmetrize: bool, data: str = "teacher", xor_labels: str = "smooth",
+                 arrays: dict[str, np.ndarray] | None = None) -> Problem:
     """Teacher, data and base initialisation of one seed (Kunin et al. 2024, App. D.1).
 
     Streams: ``rng(seed, "teacher")`` (``W*`` unit rows, ``a* = ±1``), ``rng(seed, "data")``
@@ -97,14 +98,30 @@ def make_problem(seed: int, d: int, h: int, k: int, n: int, n_test: int,
     ``y = relu(X W*ᵀ) a*``. With ``symmetrize`` (``h`` even) the base is ``W = [U; U]``,
     ``a = [ε; −ε]`` so that the student output is exactly 0 at initialisation; otherwise ``h``
     independent directions with random signs.
+
+    ``data`` replaces the teacher's inputs and labels (docs/two-layer.md, eq. (13): ``xor`` (d = 2)
+    draws angles ``θ ~ Unif[0, 2π)`` from the same streams, ``x = (cos θ, sin θ)`` and
+    ``y = 2x₁x₂ = sin 2θ`` (``xor_labels = smooth``) or ``sgn(x₁x₂)`` (``sign``); ``npz`` takes
+    ``X``, ``y``, ``X_test``, ``y_test`` from ``arrays``. The teacher is drawn all the same.
     """
     gt = rng(seed, "teacher")
     teacher_w = sphere(gt, k, d)
     teacher_a = gt.choice(np.array([-1.0, 1.0]), size=k)
-    X = sphere(rng(seed, "data"), n, d)
-    X_test = sphere(rng(seed, "test"), n_test, d)
-    y = relu(X @ teacher_w.T) @ teacher_a
-    y_test = relu(X_test @ teacher_w.T) @ teacher_a
+    if data == "xor":
+        X, X_test = (np.stack([np.cos(th), np.sin(th)], axis=1) for th in
+                     (rng(seed, s).uniform(0.0, 2.0 * np.pi, m)
+                      for s, m in (("data", n), ("test", n_test))))
+        label = (lambda Z: 2.0 * Z[:, 0] * Z[:, 1]) if xor_labels == "smooth" else (
+            lambda Z: np.sign(Z[:, 0] * Z[:, 1]))
+        y, y_test = label(X), label(X_test)
+    elif data == "npz":
+        assert arrays is not None
+        X, y, X_test, y_test = (arrays[name] for name in ("X", "y", "X_test", "y_test"))
+    else:
+        X = sphere(rng(seed, "data"), n, d)
+        X_test = sphere(rng(seed, "test"), n_test, d)
+        y = relu(X @ teacher_w.T) @ teacher_a
+        y_test = relu(X_test @ teacher_w.T) @ teacher_a
     gi = rng(seed, "init")
     if symmetrize:
         u = sphere(gi, h // 2, d)

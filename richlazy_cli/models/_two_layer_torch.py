@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,6 +132,9 @@ class TorchRun:
     dtype: str  # "float64" | "float32"
     device: str  # resolved: "cpu" | "cuda" | "cuda:k"
     save_params: bool = False
+    on_checkpoint: Callable[[int, np.ndarray, np.ndarray, np.ndarray], None] | None = None
+    """Called at checkpoint ``j`` with the batch positions recorded and their float64
+    parameters ``W`` (r, h, d) and ``a`` (r, h), on the host (for further outputs)."""
 
 
 def train(run: TorchRun, progress: Any = None) -> dict[str, np.ndarray]:
@@ -312,9 +316,13 @@ class _CheckpointMetrics:
                             ("kernel_distance", kdist), ("hamming_distance", hamming),
                             ("param_distance", pdist)):
             self.out[name][rows, j] = value.cpu().numpy()
-        if self.run.save_params:
-            self.W_hist[rows, j] = Wf.cpu().numpy()
-            self.a_hist[rows, j] = af.cpu().numpy()
+        if self.run.save_params or self.run.on_checkpoint is not None:
+            W_host, a_host = Wf.cpu().numpy(), af.cpu().numpy()
+            if self.run.save_params:
+                self.W_hist[rows, j] = W_host
+                self.a_hist[rows, j] = a_host
+            if self.run.on_checkpoint is not None:
+                self.run.on_checkpoint(j, rows, W_host, a_host)
 
     def result(self) -> dict[str, np.ndarray]:
         out = dict(self.out)

@@ -463,15 +463,20 @@ class DiagonalModel(Model):
         pop = np.sum((w - beta) ** 2, axis=1)
         pop_imp = np.sum((w_imp - beta) ** 2, axis=1)
         gap = np.linalg.norm(w - w_imp, axis=1) / np.maximum(np.linalg.norm(w_imp, axis=1), 1e-300)
-        return {
-            "w": var(("point", "dim"), w, "weights w = u+ v+ - u- v- at the end"),
-            "w_implicit": var(("point", "dim"), w_imp,
-                              "Theorem 1 limit argmin Q_k(w) subject to Xw = y"),
+        teacher = {
             "beta_star": var(("point", "dim"), np.broadcast_to(beta, (b, d)).copy(),
                              "teacher weights beta*"),
             "population_error": var(("point",), pop, "population error |w - beta*|^2"),
             "population_error_implicit": var(("point",), pop_imp,
                                              "population error of w_implicit"),
+        }
+        for item in teacher.values():  # a data file need not give beta* (module doc)
+            item.attrs["nan_meaning"] = "no teacher: the data file holds no beta_star"
+        return {
+            "w": var(("point", "dim"), w, "weights w = u+ v+ - u- v- at the end"),
+            "w_implicit": var(("point", "dim"), w_imp,
+                              "Theorem 1 limit argmin Q_k(w) subject to Xw = y"),
+            **teacher,
             "implicit_gap": var(("point",), gap,
                                 "relative distance |w - w_implicit| / |w_implicit|"),
             "sqrt_k": var(("point",), sqrt_k, "sqrt(k) = 4 alpha (1+s^2)/(1-s^2)"),

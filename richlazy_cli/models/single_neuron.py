@@ -41,6 +41,7 @@ import xarray as xr
 from scipy.integrate import solve_ivp
 from scipy.optimize import least_squares
 
+from ._single_neuron_extras import extra_outputs, hessian_map_defect  # noqa: F401 (re-export)
 from .base import Batch, Model, Progress, register, var
 from .params import BadInput, Param
 
@@ -711,6 +712,8 @@ class SingleNeuron(Model):
         a = np.stack(a_list, axis=1)  # (B, M, T)
         w = np.stack(w_list, axis=1)  # (B, M, T, d)
         ds = self._dataset(a, w, eta_a, eta_w, G, X, y, c, ref, times, methods)
+        whitened = X is None or float(np.max(np.abs(G - np.eye(d)))) <= WHITENING_TOL
+        ds = ds.assign(extra_outputs(a, w, a0, w0, delta, eta_a, eta_w, ref, whitened))
 
         if X is not None and null_space(X).shape[1] > 0:
             a_inf = np.empty(B)

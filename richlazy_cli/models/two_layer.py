@@ -49,6 +49,8 @@ import xarray as xr
 from threadpoolctl import threadpool_limits
 
 from ..errors import Status
+from . import _two_layer_data as tl_data
+from . import _two_layer_geometry as geo
 from . import _two_layer_kernels as kern
 from .base import Batch, Model, Progress, register, var
 from .params import BadInput, Param
@@ -121,6 +123,14 @@ class TwoLayer(Model):
         Param("dtype", "str", "float64", "floating-point type of training (metrics in float64)",
               choices=("float64", "float32")),
         Param("save_params", "bool", False, "also return W and a at every checkpoint"),
+        Param("data", "str", "teacher", "training data: the ReLU teacher, the 2-D xor task or "
+              "the .npz of data_file", choices=("teacher", "xor", "npz")),
+        Param("xor_labels", "str", "smooth", "xor labels: 2 x1 x2 (smooth) or sign(x1 x2)",
+              choices=("smooth", "sign")),
+        Param("data_file", "path", None, ".npz with X (n x d), y (n) and optionally X_test, "
+              "y_test (data = npz)", optional=True),
+        Param("save_surface", "bool", False, "d = 2: also return f and the parity of the "
+              "activation pattern on 720 angles of the circle at every checkpoint"),
         Param("backend", "str", "numpy", "numpy (the reference: compiled loop, BLAS) or torch "
               "(the whole batch as one computation, on a CPU or GPU)",
               choices=("numpy", "torch")),
@@ -135,6 +145,8 @@ class TwoLayer(Model):
              "tau": 1.2, "delta": -0.4, "leak": 0.1},
             {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
              "tau": 0.5, "delta": 0.5, "seed": 1, "save_params": True},
+            {"d": 2, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
+             "tau": 0.5, "delta": -0.5, "data": "xor", "save_surface": True},
         ),
     }
 
@@ -147,6 +159,7 @@ class TwoLayer(Model):
             raise BadInput(
                 f"parameter checkpoints: every step must be in [0, steps={values['steps']}]"
             )
+        tl_data.check_data(values)
         if values["backend"] == "torch":
             from . import _two_layer_torch
 
@@ -188,7 +201,7 @@ class TwoLayer(Model):
     def _train(self, batch: Batch, progress: Progress | None) -> xr.Dataset:
         v = batch.values
         B = batch.size
-        d, h, n = int(v["d"]), int(v["h"]), int(v["n"])
+        n = int(v["n"])
         steps = int(v["steps"])
         dtype = np.dtype(v["dtype"])
         tau = batch.column("tau").astype(np.float64)
@@ -198,8 +211,7 @@ class TwoLayer(Model):
         lr_eff = lr / tau**2 if v["lr_scaling"] == "tau2" else lr.copy()
         ck = checkpoint_steps(steps, int(v["n_checkpoints"]), v.get("checkpoints"))
 
-        prob = kern.make_problem(int(v["seed"]), d, h, int(v["k"]), n, int(v["n_test"]),
-                                 bool(v["symmetrize"]))
+        prob = _problem(v)
         W_init, a_init = kern.initial_params(prob, tau, delta)
         W = W_init.astype(dtype)
         a = a_init.astype(dtype)
@@ -209,6 +221,7 @@ class TwoLayer(Model):
         coef = lr_eff * 2.0 / n
 
         metrics = _Metrics(prob, W, a, leak, ck, bool(v["save_params"]))
+        metrics.geometry = _geometry(v, prob, metrics.W0, metrics.a0, leak, len(ck))
         status = np.zeros(B, dtype=np.int8)
         spaces: dict[int, kern.GroupWorkspace] = {}
         groups = [kern.ConfigGroup(idx, W[idx], a[idx], leak[idx], coef[idx], n, spaces)
@@ -262,18 +275,38 @@ class TwoLayer(Model):
         lr = batch.column("lr").astype(np.float64)
         lr_eff = lr / tau**2 if v["lr_scaling"] == "tau2" else lr.copy()
         ck = checkpoint_steps(steps, int(v["n_checkpoints"]), v.get("checkpoints"))
-        prob = kern.make_problem(int(v["seed"]), int(v["d"]), int(v["h"]), int(v["k"]), n,
-                                 int(v["n_test"]), bool(v["symmetrize"]))
+        prob = _problem(v)
         W0, a0 = kern.initial_params(prob, tau, delta)
+        dtype = np.dtype(v["dtype"])
+        leak = batch.column("leak").astype(np.float64)
+        geometry = _geometry(v, prob, W0.astype(dtype).astype(np.float64),
+                             a0.astype(dtype).astype(np.float64), leak, len(ck))
         device = tb.resolve_device(str(v["device"]))
-        run = tb.TorchRun(prob.X, prob.y, prob.X_test, prob.y_test, W0, a0,
-                          batch.column("leak").astype(np.float64), lr_eff * 2.0 / n, steps, ck,
-                          DIVERGENCE_FACTOR, str(v["dtype"]), device, bool(v["save_params"]))
+        run = tb.TorchRun(prob.X, prob.y, prob.X_test, prob.y_test, W0, a0, leak,
+                          lr_eff * 2.0 / n, steps, ck, DIVERGENCE_FACTOR, str(v["dtype"]),
+                          device, bool(v["save_params"]), geometry.record_rows)
         out = tb.train(run, progress)
         ds = metrics_dataset(out, ck, out["status"], lr_eff, n, kern.alpha_of(tau, delta),
-                             bool(v["save_params"]))
+                             bool(v["save_params"]), geometry)
         ds.attrs["torch_device"] = tb.device_description(device)
         return ds
+
+
+def _problem(v: Mapping[str, Any]) -> kern.Problem:
+    """The seed's teacher (or data set), training and test sets and base initialisation."""
+    return kern.make_problem(int(v["seed"]), int(v["d"]), int(v["h"]), int(v["k"]), int(v["n"]),
+                             int(v["n_test"]), bool(v["symmetrize"]), v["data"],
+                             v["xor_labels"],
+                             tl_data.load_npz(v["data_file"]) if v["data"] == "npz" else None)
+
+
+def _geometry(v: Mapping[str, Any], prob: kern.Problem, W0: np.ndarray, a0: np.ndarray,
+              leak: np.ndarray, n_ck: int) -> geo.GeometryRecorder:
+    """The recorder of the geometric checkpoint outputs (docs/two-layer.md, eqs. (10)-(14))."""
+    return geo.GeometryRecorder(
+        W0, a0, leak, n_ck,
+        (prob.teacher_w, prob.teacher_a) if v["data"] == "teacher" else None,
+        bool(v["save_surface"]))
 
 
 class _Metrics:
@@ -288,6 +321,7 @@ class _Metrics:
         self.prob = prob
         self.leak = leak
         self.save_params = save_params
+        self.geometry: geo.GeometryRecorder | None = None
         # The products of a checkpoint (features, NTK panels, the test-set forward pass) run in
         # the training dtype, which in float32 halves them; every sum (losses, the Frobenius
         # products of the kernel distance) is taken in float64. A float32 run's parameters
@@ -379,19 +413,23 @@ class _Metrics:
             if self.save_params:
                 self.W_hist[i, j] = Wf
                 self.a_hist[i, j] = af
+            if self.geometry is not None:
+                self.geometry.record(i, j, Wf, af)
 
     def dataset(self, ck: np.ndarray, status: np.ndarray, lr_eff: np.ndarray, n: int,
                 alpha: np.ndarray) -> xr.Dataset:
         out = dict(self.out)
         if self.save_params:
             out["W"], out["a"] = self.W_hist, self.a_hist
-        return metrics_dataset(out, ck, status, lr_eff, n, alpha, self.save_params)
+        return metrics_dataset(out, ck, status, lr_eff, n, alpha, self.save_params,
+                               self.geometry)
 
 
 def metrics_dataset(o: Mapping[str, np.ndarray], ck: np.ndarray, status: np.ndarray,
                     lr_eff: np.ndarray, n: int, alpha: np.ndarray,
-                    save_params: bool) -> xr.Dataset:
-    """The model's result from checkpoint arrays (B, n_checkpoints) of either backend."""
+                    save_params: bool, geometry: Any = None) -> xr.Dataset:
+    """The model's result from checkpoint arrays (B, n_checkpoints) of either backend, with
+    the geometry recorder's variables (teacher alignment, partitions, ...) when given."""
     P = ("point", "step")
     data = {
         "train_loss": var(P, o["train_loss"], "training mean squared error (1/n) sum (f-y)^2"),
@@ -414,4 +452,8 @@ def metrics_dataset(o: Mapping[str, np.ndarray], ck: np.ndarray, status: np.ndar
                         "first-layer weights w_k")
         data["a"] = var(("point", "step", "neuron"), o["a"], "readout weights a_k")
     coords = {"step": var(("step",), ck, "gradient-descent step", "steps")}
+    if geometry is not None:
+        extra, extra_coords = geometry.variables()
+        data.update(extra)
+        coords.update(extra_coords)
     return xr.Dataset(data, coords=coords)

@@ -32,13 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from ..models.params import BadInput, jsonable
+from . import kunin
 from .data import REDUCTIONS, ResultFile, format_value, resolve_at
 from .figures import Drawn, draw_lines, draw_phase, draw_theory
 from .html import render_index
 from .style import FORMATS, save, style
 from .summary import variable_stats
 
-KINDS = ("auto", "phase", "curves", "theory", "scaling", "lines")
+KINDS = ("auto", "phase", "curves", "theory", "scaling", "lines", *kunin.KINDS)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]")
 
 
@@ -137,7 +138,10 @@ def _plan_file(
     rf: ResultFile, kind: str, names: list[str], x: str | None, y: str | None,
     at: dict[str, int],
 ) -> list[Plan]:
-    plans: list[Plan] = []
+    plans = [Plan(k, rf, v, a) for k in kunin.KINDS if kind in (k, "auto")  # report/kunin.py
+             for v, a in kunin.plans(rf, k, strict=kind == k) if kind == k or v in names]
+    if kind in kunin.KINDS:
+        return plans
     axes = _phase_axes(rf, x, y, at)
     free = [d for d in rf.phase_dims if d not in at]
     for name in names:
@@ -234,6 +238,8 @@ def caption(drawn_description: str, notes: list[str], missing: int, fields: dict
 # -- drawing --------------------------------------------------------------------------------
 def _draw(plan: Plan, at: dict[str, int], reduce: str, contours: bool) -> Drawn:
     a = plan.args
+    if plan.kind in kunin.KINDS:
+        return kunin.draw(plan.kind, plan.rf, at)
     if plan.kind == "phase":
         return draw_phase(plan.rf, plan.var, a["x"], a["y"], at, reduce, contours)
     if plan.kind == "theory":

@@ -1,0 +1,274 @@
+"""A run's output file: where a run starts from, what it records, and how it ends.
+
+A run holds its output's lock (:mod:`.lock`) from start to end; under it, this module
+
+* deletes the debris of killed runs (temporary files, trash folders: :func:`.parts.remove_stale`)
+  and an empty parts folder without manifest (a clean-up or a creation cut short);
+* decides where the run starts (:func:`start_point`): a new parts folder (``--force`` deletes an
+  old one only if richlazy made it); the parts folder of the same sweep (``--resume``: same
+  model, action, parameters, grid, shard and fingerprint, so the same input contents); or a
+  previous result file, whose computed points seed a new folder. A ``--resume`` whose output
+  already holds every selected point of this very sweep has **nothing to do** and leaves the
+  file untouched, bytes and modification time, so that a cron job may repeat it;
+* keeps the provenance of the run that started the sweep (``created``, ``command``, ``host``,
+  versions, git state) in a resumed result, and lists every run that worked on it, oldest
+  first, in the ``history`` attribute (JSON: ``run`` = start, resume or merge; ``created``;
+  ``host``; ``command``; ``richlazy_version``);
+* writes the final file (after checking that no input file changed during the run) and removes
+  the parts folder atomically (:meth:`StartingPoint.finish`).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .. import __version__
+from ..errors import BadInput
+from ..models.params import jsonable
+from .assemble import result_as_chunk
+from .fingerprint import check_inputs_unchanged, fingerprint, input_record
+from .parts import PartsFolder, folder_state, parts_path, remove_folder, remove_stale
+from .store import (
+    check_writable,
+    json_attr,
+    open_result,
+    provenance,
+    utc_now,
+    write_result,
+)
+
+PROVENANCE_KEYS = (
+    "richlazy_version",
+    "created",
+    "command",
+    "host",
+    "versions",
+    "git_commit",
+    "git_dirty",
+)
+"""Attributes that describe the run that started a sweep; a resumed result keeps them."""
+
+
+def stamp_manifest(manifest: dict[str, Any], job: Any) -> None:
+    """Add the input files' sizes and hashes and the sweep fingerprint to ``manifest``."""
+    inputs = input_record(job.model, job.base, job.grid)
+    manifest["inputs"] = inputs
+    size = max(job.grid.size, 1)
+    shard = manifest.get("shard")
+    if shard:  # K/N selects the points K-1, K-1+N, ...: their count, not a list of them
+        k, n = (int(x) for x in str(shard).split("/"))
+        manifest["points"] = len(range(k - 1, size, n))
+    else:
+        manifest["points"] = size
+    manifest["fingerprint"] = fingerprint(
+        manifest["model"], manifest["action"], manifest["params"], manifest["grid"], inputs
+    )
+
+
+def history_entry(run: str, command: list[str]) -> dict[str, Any]:
+    return {
+        "run": run,
+        "created": utc_now(),
+        "host": socket.gethostname(),
+        "command": list(command),
+        "richlazy_version": __version__,
+    }
+
+
+@dataclass
+class StartingPoint:
+    """Where a run starts: its parts folder (or none), or nothing to do at all."""
+
+    out: Path
+    manifest: dict[str, Any]
+    folder: PartsFolder | None
+    nothing_to_do: bool = False
+    original: dict[str, Any] = field(default_factory=dict)  # provenance kept on resume
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def attrs(self, fresh: dict[str, Any]) -> dict[str, Any]:
+        """The final file's global attributes, from this run's ``fresh`` provenance."""
+        attrs = dict(fresh)
+        attrs.update(self.original)
+        history = self.history
+        if not history:  # a run without a parts folder
+            history = [history_entry("start", json.loads(fresh.get("command", "[]")))]
+        attrs["history"] = json.dumps(history)
+        attrs["inputs"] = json.dumps(self.manifest.get("inputs", []))
+        attrs["fingerprint"] = self.manifest.get("fingerprint", "")
+        return attrs
+
+    def finish(self, ds: xr.Dataset) -> None:
+        """Write the final file and remove the parts folder (inputs checked first)."""
+        check_inputs_unchanged(self.manifest.get("inputs", []), "during the run")
+        write_result(ds, self.out, force=True)
+        if self.folder is not None:
+            self.folder.remove()
+
+
+def _provenance_of(ds: xr.Dataset) -> dict[str, Any]:
+    return {k: jsonable(ds.attrs[k]) for k in PROVENANCE_KEYS if k in ds.attrs}
+
+
+def _history_of(ds: xr.Dataset) -> list[dict[str, Any]]:
+    history = json_attr(ds, "history")
+    if isinstance(history, list):
+        return history
+    command = json_attr(ds, "command", [])
+    return [
+        {
+            "run": "start",
+            "created": ds.attrs.get("created"),
+            "host": ds.attrs.get("host"),
+            "command": command,
+            "richlazy_version": ds.attrs.get("richlazy_version"),
+        }
+    ]
+
+
+def check_same_sweep(path: Path, ds: xr.Dataset, manifest: dict[str, Any]) -> None:
+    """BadInput unless the result ``ds`` (read from ``path``) is of ``manifest``'s sweep."""
+    for key in ("model", "action"):
+        if ds.attrs.get(key) != manifest[key]:
+            raise BadInput(f"{path} holds another sweep ({key} differs); cannot resume")
+    for key in ("params", "grid"):
+        if json_attr(ds, key) is None:
+            raise BadInput(f"{path}: attribute {key} is missing or not valid JSON")
+    if json_attr(ds, "grid") != manifest["grid"] or json_attr(ds, "params") != manifest["params"]:
+        raise BadInput(f"{path} holds another sweep (parameters or grid differ); cannot resume")
+    if "status" not in ds:
+        raise BadInput(f"{path} has no status variable: not a sweep result; cannot resume")
+    recorded = ds.attrs.get("fingerprint")
+    if recorded and recorded != manifest.get("fingerprint"):
+        raise BadInput(
+            f"{path}: an input file changed since the result was written (its SHA-256 "
+            "differs from the recorded one); restore it, or use --force to start over"
+        )
+
+
+def _pending(status: np.ndarray, selected: np.ndarray, retry_failed: bool) -> int:
+    todo = status[selected] < 0
+    if retry_failed:
+        todo |= status[selected] > 0
+    return int(np.count_nonzero(todo))
+
+
+def _selected(opts: Any, size: int) -> np.ndarray:
+    return opts.shard.select(size) if opts.shard else np.arange(size)
+
+
+def start_point(
+    job: Any, out: Path, opts: Any, manifest: dict[str, Any], command: list[str]
+) -> StartingPoint:
+    """Check the output and parts folder against the options; open or create the parts.
+
+    Call it holding the output's lock (:func:`.lock.output_lock`).
+    """
+    out = Path(out)
+    ppath = parts_path(out)
+    remove_stale(out)
+    state = folder_state(ppath)
+    if state == "foreign":
+        raise BadInput(f"{ppath} exists but was not made by richlazy; move or remove it yourself")
+    if state == "empty":  # a clean-up or a creation cut short: nothing in it to keep
+        remove_folder(ppath)
+        state = "absent"
+    size = max(job.grid.size, 1)
+    selected = _selected(opts, size)
+    if opts.resume:
+        return _resume(job, out, opts, manifest, command, state == "sweep", size, selected)
+    if state == "sweep" and not opts.force:
+        raise BadInput(f"{ppath} exists (an unfinished sweep); use --resume to continue or --force")
+    check_writable(out, opts.force)
+    if not opts.use_parts:
+        return StartingPoint(out, manifest, None)
+    entry = history_entry("start", command)
+    fresh = provenance(job.model.name, job.action, job.recorded, job.grid.specs(), command)
+    manifest["provenance"] = {k: fresh[k] for k in PROVENANCE_KEYS if k in fresh}
+    manifest["history"] = [entry]
+    folder = PartsFolder.create(ppath, manifest)
+    return StartingPoint(
+        out, manifest, folder, original=dict(manifest["provenance"]), history=[entry]
+    )
+
+
+def _resume(
+    job: Any,
+    out: Path,
+    opts: Any,
+    manifest: dict[str, Any],
+    command: list[str],
+    has_folder: bool,
+    size: int,
+    selected: np.ndarray,
+) -> StartingPoint:
+    ppath = parts_path(out)
+    entry = history_entry("resume", command)
+    if has_folder:
+        folder = PartsFolder.open(ppath, manifest)  # BadInput when another sweep's
+        if out.exists() and _nothing_pending(out, manifest, size, selected, opts.retry_failed):
+            folder.remove()  # the final file was written, the clean-up was cut short
+            return StartingPoint(out, manifest, None, nothing_to_do=True)
+        folder.manifest.setdefault("history", []).append(entry)
+        folder.save_manifest()
+        return StartingPoint(
+            out,
+            folder.manifest,
+            folder,
+            original=dict(folder.manifest.get("provenance") or {}),
+            history=list(folder.manifest["history"]),
+        )
+    if not out.exists():
+        raise BadInput(f"nothing to resume: neither {out} nor {ppath} exists")
+    previous = open_result(out)
+    status = _checked_status(out, previous, manifest, size)
+    if _pending(status, selected, opts.retry_failed) == 0:
+        return StartingPoint(out, manifest, None, nothing_to_do=True)
+    history = [*_history_of(previous), entry]
+    manifest["provenance"] = _provenance_of(previous)
+    manifest["history"] = history
+    folder = PartsFolder.create(ppath, manifest)
+    folder.write(result_as_chunk(previous, job.grid))
+    return StartingPoint(
+        out, manifest, folder, original=dict(manifest["provenance"]), history=history
+    )
+
+
+def _checked_status(
+    path: Path, ds: xr.Dataset, manifest: dict[str, Any], size: int
+) -> np.ndarray:
+    check_same_sweep(path, ds, manifest)
+    status = np.asarray(ds["status"].values).reshape(-1)
+    if status.size != size:
+        raise BadInput(f"{path}: the status array does not match the grid; cannot resume")
+    return status
+
+
+def _nothing_pending(
+    out: Path, manifest: dict[str, Any], size: int, selected: np.ndarray, retry: bool
+) -> bool:
+    """Whether ``out`` is a result of this very sweep holding every selected point."""
+    try:
+        status = _checked_status(out, open_result(out), manifest, size)
+    except BadInput:
+        return False
+    return _pending(status, selected, retry) == 0
+
+
+def previous_status(out: Path, manifest: dict[str, Any], size: int) -> np.ndarray:
+    """What an earlier run of this sweep left (for ``--resume --dry-run``), changing nothing."""
+    out = Path(out)
+    ppath = parts_path(out)
+    if folder_state(ppath) == "sweep":
+        return PartsFolder.open(ppath, manifest).status(size)
+    if out.exists():
+        return _checked_status(out, open_result(out), manifest, size)
+    raise BadInput(f"nothing to resume: neither {out} nor {ppath} exists")
+

@@ -1,0 +1,63 @@
+"""Data sources of ``two-layer`` besides the ReLU teacher: the 2-D ``xor`` task and a user's
+``.npz`` (docs/two-layer.md, eq. (13)). Validation of the data parameters, and reading the
+file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .params import BadInput
+
+
+def load_npz(path: str) -> dict[str, np.ndarray]:
+    """``X``, ``y``, ``X_test``, ``y_test`` (float64) from ``path``; the test set defaults to the
+    training set. BadInput when the file cannot be read, a key is missing or a value is not
+    finite."""
+    try:
+        with np.load(path) as npz:
+            arrays = {k: np.asarray(npz[k], dtype=np.float64) for k in npz.files}
+    except Exception as exc:  # any unreadable file is a bad input, with the reason
+        raise BadInput(f"parameter data_file: cannot read {path!r} as .npz ({exc})") from None
+    for key in ("X", "y"):
+        if key not in arrays:
+            raise BadInput(f"parameter data_file: {path!r} has no array {key!r} "
+                           f"(has: {', '.join(sorted(arrays)) or 'none'})")
+    arrays.setdefault("X_test", arrays["X"])
+    arrays.setdefault("y_test", arrays["y"])
+    for key in ("X", "y", "X_test", "y_test"):
+        if not np.all(np.isfinite(arrays[key])):
+            raise BadInput(f"parameter data_file: {key} in {path!r} has non-finite values")
+    return {k: arrays[k] for k in ("X", "y", "X_test", "y_test")}
+
+
+def check_data(values: dict[str, Any]) -> None:
+    """Cross-parameter rules of ``data``, ``data_file`` and ``save_surface``; with ``data =
+    npz`` also sets ``n`` and ``n_test`` to the file's sizes."""
+    data, d = values["data"], int(values["d"])
+    if data == "xor" and d != 2:
+        raise BadInput(f"parameter d: data = xor needs d = 2, got d = {d}")
+    if values["save_surface"] and d != 2:
+        raise BadInput(f"parameter save_surface: the surface on the circle needs d = 2, got "
+                       f"d = {d}")
+    path = values.get("data_file")
+    if data != "npz":
+        if path is not None:
+            raise BadInput(f"parameter data_file: only read when data = npz (data = {data})")
+        return
+    if path is None:
+        raise BadInput("parameter data_file: data = npz needs a data_file")
+    arrays = load_npz(path)
+    for x_key, y_key in (("X", "y"), ("X_test", "y_test")):
+        X, y = arrays[x_key], arrays[y_key]
+        if X.ndim != 2 or X.shape[1] != d:
+            raise BadInput(f"parameter data_file: {x_key} must be a matrix with d = {d} columns,"
+                           f" got shape {X.shape}")
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise BadInput(f"parameter data_file: {y_key} must hold one value per row of "
+                           f"{x_key} ({X.shape[0]}), got shape {y.shape}")
+        if X.shape[0] == 0:
+            raise BadInput(f"parameter data_file: {x_key} has no rows")
+    values["n"] = int(arrays["X"].shape[0])
+    values["n_test"] = int(arrays["X_test"].shape[0])
