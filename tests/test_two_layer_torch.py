@@ -128,3 +128,27 @@ def test_cuda_with_the_numpy_backend_is_bad_input(tmp_path: Any, cli: Any) -> No
     result = cli("train", "two-layer", "-p", "device=cuda", "-p", "steps=2", "-o", out)
     assert_one_line_error(result)
     assert "backend" in result.err and not out.exists()
+
+
+def test_geometric_outputs_and_xor_data_agree_with_numpy() -> None:
+    common = dict(d=2, h=8, n=40, n_test=30, steps=150, n_checkpoints=6, seed=4, data="xor",
+                  save_surface=True, leak=0.05)
+    ref = train(POINTS[:3], **common)
+    got = train(POINTS[:3], backend="torch", **common)
+    names = [v for v in ref.data_vars if v not in ("status",)]
+    assert {"partition_change", "n_regions", "output_sup", "surface", "parity"} <= set(names)
+    for name in names:
+        r, g = ref[name].values, got[name].values
+        if r.dtype.kind in "iub":
+            assert np.array_equal(r, g), name
+        else:
+            np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-13, err_msg=name)
+
+
+def test_teacher_alignment_agrees_with_numpy() -> None:
+    common = dict(d=8, h=6, k=2, n=30, n_test=20, steps=100, n_checkpoints=5, seed=1)
+    ref = train(POINTS[:2], **common)
+    got = train(POINTS[:2], backend="torch", **common)
+    for name in ("teacher_alignment", "direction_change", "preconditioner_drift"):
+        np.testing.assert_allclose(got[name].values, ref[name].values, rtol=1e-10, atol=1e-12,
+                                   err_msg=name)
