@@ -150,6 +150,11 @@ class GeometryRecorder:
                 self.surface[i, j] = part["surface"]
                 self.parity[i, j] = part["parity"]
 
+    def record_rows(self, j: int, rows: np.ndarray, W: np.ndarray, a: np.ndarray) -> None:
+        """Checkpoint ``j`` of the batch positions ``rows`` (W (r, h, d), a (r, h))."""
+        for row, i in enumerate(rows):
+            self.record(int(i), j, W[row], a[row])
+
     def variables(self) -> tuple[dict[str, object], dict[str, object]]:
         """(data variables, coordinates) for the dataset."""
         from .base import var

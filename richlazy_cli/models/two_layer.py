@@ -131,6 +131,11 @@ class TwoLayer(Model):
               "y_test (data = npz)", optional=True),
         Param("save_surface", "bool", False, "d = 2: also return f and the parity of the "
               "activation pattern on 720 angles of the circle at every checkpoint"),
+        Param("backend", "str", "numpy", "numpy (the reference: compiled loop, BLAS) or torch "
+              "(the whole batch as one computation, on a CPU or GPU)",
+              choices=("numpy", "torch")),
+        Param("device", "str", "cpu", "device of the torch backend: cpu, cuda or auto (cuda "
+              "when available)", choices=("cpu", "cuda", "auto")),
     )
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (
@@ -155,6 +160,12 @@ class TwoLayer(Model):
                 f"parameter checkpoints: every step must be in [0, steps={values['steps']}]"
             )
         tl_data.check_data(values)
+        if values["backend"] == "torch":
+            from . import _two_layer_torch
+
+            _two_layer_torch.resolve_device(values["device"])  # BadInput: no torch, no GPU
+        elif values["device"] == "cuda":
+            raise BadInput("parameter device: cuda needs backend = torch")
 
     @classmethod
     def cost(cls, values: Mapping[str, Any]) -> float:
@@ -170,6 +181,12 @@ class TwoLayer(Model):
 
     # ------------------------------------------------------------------------------------------
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+        """Train the batch on the backend its ``backend`` parameter names."""
+        if batch.values["backend"] == "torch":
+            return self._train_torch(batch, progress)
+        return self._train_numpy(batch, progress)
+
+    def _train_numpy(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         """Train the batch (see the module docstring) with one BLAS thread.
 
         One BLAS thread is not only fastest for these small products (n × d × h), it is
@@ -184,7 +201,7 @@ class TwoLayer(Model):
     def _train(self, batch: Batch, progress: Progress | None) -> xr.Dataset:
         v = batch.values
         B = batch.size
-        d, h, n = int(v["d"]), int(v["h"]), int(v["n"])
+        n = int(v["n"])
         steps = int(v["steps"])
         dtype = np.dtype(v["dtype"])
         tau = batch.column("tau").astype(np.float64)
@@ -194,9 +211,7 @@ class TwoLayer(Model):
         lr_eff = lr / tau**2 if v["lr_scaling"] == "tau2" else lr.copy()
         ck = checkpoint_steps(steps, int(v["n_checkpoints"]), v.get("checkpoints"))
 
-        prob = kern.make_problem(int(v["seed"]), d, h, int(v["k"]), n, int(v["n_test"]),
-                                 bool(v["symmetrize"]), v["data"], v["xor_labels"],
-                                 tl_data.load_npz(v["data_file"]) if v["data"] == "npz" else None)
+        prob = _problem(v)
         W_init, a_init = kern.initial_params(prob, tau, delta)
         W = W_init.astype(dtype)
         a = a_init.astype(dtype)
@@ -206,10 +221,7 @@ class TwoLayer(Model):
         coef = lr_eff * 2.0 / n
 
         metrics = _Metrics(prob, W, a, leak, ck, bool(v["save_params"]))
-        metrics.geometry = geo.GeometryRecorder(
-            metrics.W0, metrics.a0, leak, len(ck),
-            (prob.teacher_w, prob.teacher_a) if v["data"] == "teacher" else None,
-            bool(v["save_surface"]))
+        metrics.geometry = _geometry(v, prob, metrics.W0, metrics.a0, leak, len(ck))
         status = np.zeros(B, dtype=np.int8)
         spaces: dict[int, kern.GroupWorkspace] = {}
         groups = [kern.ConfigGroup(idx, W[idx], a[idx], leak[idx], coef[idx], n, spaces)
@@ -250,6 +262,51 @@ class TwoLayer(Model):
         if progress is not None:
             progress(1.0)
         return metrics.dataset(ck, status, lr_eff, n, kern.alpha_of(tau, delta))
+
+    def _train_torch(self, batch: Batch, progress: Progress | None) -> xr.Dataset:
+        """The torch backend (:mod:`._two_layer_torch`): same problem, initialisation,
+        step rule, divergence test and metrics as the NumPy backend."""
+        from . import _two_layer_torch as tb
+
+        v = batch.values
+        n, steps = int(v["n"]), int(v["steps"])
+        tau = batch.column("tau").astype(np.float64)
+        delta = batch.column("delta").astype(np.float64)
+        lr = batch.column("lr").astype(np.float64)
+        lr_eff = lr / tau**2 if v["lr_scaling"] == "tau2" else lr.copy()
+        ck = checkpoint_steps(steps, int(v["n_checkpoints"]), v.get("checkpoints"))
+        prob = _problem(v)
+        W0, a0 = kern.initial_params(prob, tau, delta)
+        dtype = np.dtype(v["dtype"])
+        leak = batch.column("leak").astype(np.float64)
+        geometry = _geometry(v, prob, W0.astype(dtype).astype(np.float64),
+                             a0.astype(dtype).astype(np.float64), leak, len(ck))
+        device = tb.resolve_device(str(v["device"]))
+        run = tb.TorchRun(prob.X, prob.y, prob.X_test, prob.y_test, W0, a0, leak,
+                          lr_eff * 2.0 / n, steps, ck, DIVERGENCE_FACTOR, str(v["dtype"]),
+                          device, bool(v["save_params"]), geometry.record_rows)
+        out = tb.train(run, progress)
+        ds = metrics_dataset(out, ck, out["status"], lr_eff, n, kern.alpha_of(tau, delta),
+                             bool(v["save_params"]), geometry)
+        ds.attrs["torch_device"] = tb.device_description(device)
+        return ds
+
+
+def _problem(v: Mapping[str, Any]) -> kern.Problem:
+    """The seed's teacher (or data set), training and test sets and base initialisation."""
+    return kern.make_problem(int(v["seed"]), int(v["d"]), int(v["h"]), int(v["k"]), int(v["n"]),
+                             int(v["n_test"]), bool(v["symmetrize"]), v["data"],
+                             v["xor_labels"],
+                             tl_data.load_npz(v["data_file"]) if v["data"] == "npz" else None)
+
+
+def _geometry(v: Mapping[str, Any], prob: kern.Problem, W0: np.ndarray, a0: np.ndarray,
+              leak: np.ndarray, n_ck: int) -> geo.GeometryRecorder:
+    """The recorder of the geometric checkpoint outputs (docs/two-layer.md, eqs. (10)-(14))."""
+    return geo.GeometryRecorder(
+        W0, a0, leak, n_ck,
+        (prob.teacher_w, prob.teacher_a) if v["data"] == "teacher" else None,
+        bool(v["save_surface"]))
 
 
 class _Metrics:
@@ -361,31 +418,42 @@ class _Metrics:
 
     def dataset(self, ck: np.ndarray, status: np.ndarray, lr_eff: np.ndarray, n: int,
                 alpha: np.ndarray) -> xr.Dataset:
-        P = ("point", "step")
-        o = self.out
-        data = {
-            "train_loss": var(P, o["train_loss"], "training mean squared error (1/n) sum (f-y)^2"),
-            "test_loss": var(P, o["test_loss"], "test mean squared error on n_test fresh points"),
-            "kernel_distance": var(P, o["kernel_distance"],
-                                   "kernel distance S(0,t) of the empirical NTK (both layers)"),
-            "hamming_distance": var(
-                P, o["hamming_distance"],
-                "fraction of training (sample, neuron) activation signs differing from "
-                "initialisation"),
-            "param_distance": var(P, o["param_distance"],
-                                  "parameter distance ||theta_t - theta_0||_2"),
-            "time": var(P, lr_eff[:, None] * ck[None, :].astype(np.float64) * 2.0 / n,
-                        "gradient-flow time of the sum loss, lr_eff * step * 2/n", "time"),
-            "alpha": var(("point",), alpha, "layer ratio alpha(tau, delta) of the initialisation"),
-            "status": var(("point",), status, "0 ok, 1 diverged (frozen)"),
-        }
+        out = dict(self.out)
         if self.save_params:
-            data["W"] = var(("point", "step", "neuron", "dim"), self.W_hist,
-                            "first-layer weights w_k")
-            data["a"] = var(("point", "step", "neuron"), self.a_hist, "readout weights a_k")
-        coords = {"step": var(("step",), ck, "gradient-descent step", "steps")}
-        if self.geometry is not None:
-            extra, extra_coords = self.geometry.variables()
-            data.update(extra)
-            coords.update(extra_coords)
-        return xr.Dataset(data, coords=coords)
+            out["W"], out["a"] = self.W_hist, self.a_hist
+        return metrics_dataset(out, ck, status, lr_eff, n, alpha, self.save_params,
+                               self.geometry)
+
+
+def metrics_dataset(o: Mapping[str, np.ndarray], ck: np.ndarray, status: np.ndarray,
+                    lr_eff: np.ndarray, n: int, alpha: np.ndarray,
+                    save_params: bool, geometry: Any = None) -> xr.Dataset:
+    """The model's result from checkpoint arrays (B, n_checkpoints) of either backend, with
+    the geometry recorder's variables (teacher alignment, partitions, ...) when given."""
+    P = ("point", "step")
+    data = {
+        "train_loss": var(P, o["train_loss"], "training mean squared error (1/n) sum (f-y)^2"),
+        "test_loss": var(P, o["test_loss"], "test mean squared error on n_test fresh points"),
+        "kernel_distance": var(P, o["kernel_distance"],
+                               "kernel distance S(0,t) of the empirical NTK (both layers)"),
+        "hamming_distance": var(
+            P, o["hamming_distance"],
+            "fraction of training (sample, neuron) activation signs differing from "
+            "initialisation"),
+        "param_distance": var(P, o["param_distance"],
+                              "parameter distance ||theta_t - theta_0||_2"),
+        "time": var(P, lr_eff[:, None] * ck[None, :].astype(np.float64) * 2.0 / n,
+                    "gradient-flow time of the sum loss, lr_eff * step * 2/n", "time"),
+        "alpha": var(("point",), alpha, "layer ratio alpha(tau, delta) of the initialisation"),
+        "status": var(("point",), status, "0 ok, 1 diverged (frozen)"),
+    }
+    if save_params:
+        data["W"] = var(("point", "step", "neuron", "dim"), o["W"],
+                        "first-layer weights w_k")
+        data["a"] = var(("point", "step", "neuron"), o["a"], "readout weights a_k")
+    coords = {"step": var(("step",), ck, "gradient-descent step", "steps")}
+    if geometry is not None:
+        extra, extra_coords = geometry.variables()
+        data.update(extra)
+        coords.update(extra_coords)
+    return xr.Dataset(data, coords=coords)

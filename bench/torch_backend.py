@@ -1,0 +1,142 @@
+"""The two-layer model's torch backend against its NumPy backend, side by side, in one run.
+
+Prints configuration-steps per second at the paper's size (d = 100, h = 50, n = 1000,
+n_test = 10,000) for
+
+* the NumPy backend on one core, 17 configurations (one δ row of a (seed, τ) slice, the CPU
+  job's chunk), and twice that figure as the 2-core rate (an upper bound: two workers scale
+  by 1.8× in ``bench/sweep_engine.py``);
+* the torch backend on the CPU (one thread, 17 configurations: for the record) and, where a
+  GPU is present, on the GPU with a whole seed's 17 × 17 (τ, δ) slice, 289 configurations, in
+  float64 and float32;
+
+then the projected wall time of the full Fig. 1b (``jobs/fig1b.toml``: 16 seeds × 289
+configurations × 10⁶ steps, 7 checkpoints) on that device. Times are measured by two runs of
+different lengths, so that fixed costs (set-up, checkpoints) and the per-step cost separate:
+``T(S) = fixed + S · per_step``. Run: ``python bench/torch_backend.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from richlazy_cli.models.base import Batch
+from richlazy_cli.models.two_layer import TwoLayer
+
+PAPER = dict(d=100, h=50, k=3, n=1000, n_test=10000, lr=5e-3, seed=100)
+FIG1B_STEPS = 1_000_000
+FIG1B_SEEDS = 16
+
+
+def grid(count: int) -> list[dict[str, float]]:
+    taus = np.logspace(-1, 0.3, 17)
+    deltas = np.linspace(-1, 1, 17)
+    pts = [{"tau": float(t), "delta": float(d)} for t in taus for d in deltas]
+    return pts[:count]
+
+
+def timed_train(points: list[dict[str, float]], steps: int, sync: Any = None,
+                **params: Any) -> float:
+    values = [TwoLayer.resolve("train", {**PAPER, **params, **p, "steps": steps,
+                                         "checkpoints": [0, steps // 2, steps]})
+              for p in points]
+    batch = Batch.from_points(TwoLayer, values)
+    start = time.perf_counter()
+    TwoLayer().train(batch)
+    if sync is not None:
+        sync()
+    return time.perf_counter() - start
+
+
+def per_step(points: list[dict[str, float]], s1: int, s2: int, sync: Any = None,
+             **params: Any) -> tuple[float, float]:
+    """(seconds per step of the whole batch, fixed seconds) from runs of s1 and s2 steps."""
+    timed_train(points, max(2, s1 // 4), sync, **params)  # warm-up: compile, allocate
+    t1 = timed_train(points, s1, sync, **params)
+    t2 = timed_train(points, s2, sync, **params)
+    step = max((t2 - t1) / (s2 - s1), 1e-12)
+    return step, max(t1 - s1 * step, 0.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke test)")
+    args = parser.parse_args()
+    import torch
+
+    rows: list[tuple[str, float, float, float]] = []  # label, config-steps/s, step, fixed
+    cpu_steps = (20, 60) if args.quick else (100, 300)
+    with threadpool_limits(1):
+        pts = grid(17)
+        step, fixed = per_step(pts, *cpu_steps, backend="numpy")
+        numpy_rate = len(pts) / step
+        rows.append(("numpy, 1 core, float64, 17 configs", numpy_rate, step, fixed))
+        rows.append(("numpy, 2 cores (2 x 1 core), float64", 2 * numpy_rate, step / 2, fixed))
+        step, fixed = per_step(pts, *cpu_steps, backend="torch", device="cpu")
+        rows.append(("torch cpu, 1 thread, float64, 17 configs", len(pts) / step, step, fixed))
+    gpu = torch.cuda.is_available()
+    projections = []
+    if gpu:
+        name = torch.cuda.get_device_name(0)
+        gpu_steps = (200, 600) if args.quick else (2000, 6000)
+        pts = grid(289)
+        for dtype in ("float64", "float32"):
+            step, fixed = per_step(pts, *gpu_steps, sync=torch.cuda.synchronize,
+                                   backend="torch", device="cuda", dtype=dtype)
+            rows.append((f"torch {name}, {dtype}, 289 configs", len(pts) / step, step, fixed))
+            hours = FIG1B_SEEDS * (fixed + FIG1B_STEPS * step) / 3600
+            projections.append((dtype, hours))
+    print(f"{'backend':<48} {'config-steps/s':>15} {'s/step':>10} {'fixed s':>8}"
+          f" {'vs numpy 2 cores':>17}")
+    for label, rate, step, fixed in rows:
+        print(f"{label:<48} {rate:>15,.0f} {step:>10.2e} {fixed:>8.2f}"
+              f" {rate / (2 * numpy_rate):>16.2f}x")
+    if gpu:
+        for dtype, hours in projections:
+            print(f"projected full Fig. 1b (jobs/fig1b-gpu.toml, {dtype}) on this GPU: "
+                  f"{hours:.2f} h  (target <= 6 h in float64)")
+    else:
+        print("no GPU here: GPU rows and the Fig. 1b projection need one")
+    days = FIG1B_SEEDS * 289 * FIG1B_STEPS / (2 * numpy_rate) / 86400
+    print(f"full Fig. 1b on 2 cores with numpy: {days:.1f} days")
+    if gpu:
+        agreement(torch)
+
+
+def agreement(torch: Any) -> None:
+    """The GPU against the NumPy reference (float64, 200 steps, 6 configurations), and the
+    GPU's own determinism: a rerun, and a configuration alone against in its batch."""
+    names = ("train_loss", "test_loss", "kernel_distance", "hamming_distance",
+             "param_distance")
+    pts = [{"tau": t, "delta": d} for t in (0.1, 1.0) for d in (-1.0, 0.0, 1.0)]
+
+    def run(points: list[dict[str, float]], **kw: Any) -> Any:
+        values = [TwoLayer.resolve("train", {**PAPER, "steps": 200, "n_checkpoints": 8,
+                                             **kw, **p}) for p in points]
+        return TwoLayer().train(Batch.from_points(TwoLayer, values))
+
+    with threadpool_limits(1):
+        ref = run(pts)
+    got = run(pts, backend="torch", device="cuda")
+    again = run(pts, backend="torch", device="cuda")
+    alone = run(pts[2:3], backend="torch", device="cuda")
+    for name in names:
+        r, g = ref[name].values, got[name].values
+        rel = np.nanmax(np.abs(g - r) / np.maximum(np.abs(r), 1e-12))
+        print(f"GPU vs numpy float64, {name:<17} max relative difference {rel:.1e}; "
+              f"rerun bitwise equal: {np.array_equal(g, again[name].values, equal_nan=True)}; "
+              f"alone = in batch bitwise: "
+              f"{np.array_equal(g[2], alone[name].values[0], equal_nan=True)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,332 @@
+"""The two-layer model's PyTorch backend: the whole batch trained as one computation.
+
+Private helper of :mod:`richlazy_cli.models.two_layer`; pure numerics, no I/O. It implements
+the same gradient descent, divergence rule and checkpoint metrics as the NumPy backend
+(docs/two-layer.md), for the B configurations of a batch at once on one device:
+
+* forward ``Z = W Xᵀ`` (B, h, n) as one batched product, ``A = σ(Z)``, ``f = Σ_k a_k A_k``,
+  residual ``r = f − y`` and loss ``(1/n) Σ r²`` (summed in float64);
+* backward ``ξ = (σ'(Z) ∘ r) X`` (B, h, d) as one batched product, then
+  ``w_k ← w_k − κ a_k ξ_k`` and ``a_k ← a_k − κ w_k·ξ_k`` with ``κ = lr_eff · 2/n``;
+* step ``t`` evaluates the loss at ``θ_t``; a configuration whose loss is non-finite or above
+  ``factor × loss(θ_0)`` is frozen at ``θ_t`` (its update is masked out) and marked diverged;
+  checkpoint ``t`` records the configurations that pass step ``t``'s test;
+* at a checkpoint: training and test losses, the fraction of activation signs changed since
+  initialisation, the parameter distance, and the kernel distance of the closed-form NTK
+  ``K = σ(XWᵀ)σ(XWᵀ)ᵀ + (XXᵀ) ∘ (GGᵀ)``, ``G_ik = a_k σ'(w_kᵀx_i)`` (docs/two-layer.md), all
+  computed on the device; only the (B,)-sized checkpoint values are copied back.
+
+The trajectory stays on the device between checkpoints. Products run in the training dtype;
+the sums behind losses and kernel distances are taken in float64, as in the NumPy backend.
+
+Reproducibility: on the CPU the backend runs with one intra-op thread and torch's
+deterministic algorithms, and every batched product is checked (:func:`batching_is_exact`)
+to give each configuration the bits it gets alone, falling back to one product per
+configuration where it does not; results are then bitwise independent of batching, chunking
+and worker count. On a GPU, cuBLAS may choose a different kernel for a different batch size,
+so results are deterministic for a given batch but may differ in the last bits between
+batchings.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+DEVICES = ("cpu", "cuda", "auto")
+
+_CHECKPOINT_BATCH_BYTES = 1 << 30
+"""Largest scratch (bytes) of one slice of configurations when computing checkpoint metrics."""
+
+
+def import_torch() -> Any:
+    """Import torch, or raise :class:`~richlazy_cli.errors.BadInput` naming the extra."""
+    from ..errors import BadInput
+
+    try:
+        import torch
+    except ImportError:
+        raise BadInput(
+            "backend torch needs PyTorch: pip install 'richlazy[practice]'"
+        ) from None
+    return torch
+
+
+def resolve_device(name: str) -> str:
+    """``cpu``, ``cuda`` or ``auto`` (cuda when available) as a torch device string; BadInput
+    for ``cuda`` on a machine without a usable GPU."""
+    from ..errors import BadInput
+
+    torch = import_torch()
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise BadInput("parameter device: cuda was asked for, but no CUDA GPU is available")
+    return name
+
+
+def device_description(device: str) -> str:
+    """The device in words for the provenance (GPU model for cuda)."""
+    torch = import_torch()
+    if device.startswith("cuda"):
+        return f"cuda ({torch.cuda.get_device_name(0)})"
+    return "cpu"
+
+
+_EXACT: dict[tuple[Any, ...], bool] = {}
+
+
+def batching_is_exact(torch: Any, a_shape: tuple[int, ...], b_shape: tuple[int, ...],
+                      dtype: Any, device: str) -> bool:
+    """Whether one batched product ``A @ B`` (``A`` of shape ``a_shape`` = (b, p, q); ``B``
+    (q, r) shared or (b, q, r)) gives every item exactly the bits of its own product.
+
+    Checked once per shapes on random data (kernels are chosen by shape, not by values), like
+    the NumPy backend's stacking check.
+    """
+    if a_shape[0] == 1:
+        return True
+    key = (a_shape, b_shape, str(dtype), device)
+    if key not in _EXACT:
+        gen = torch.Generator(device="cpu").manual_seed(20240229)
+        A = torch.randn(*a_shape, generator=gen, dtype=torch.float64).to(device, dtype)
+        Bm = torch.randn(*b_shape, generator=gen, dtype=torch.float64).to(device, dtype)
+        C = torch.matmul(A, Bm)
+        _EXACT[key] = all(
+            torch.equal(C[i], torch.matmul(A[i], Bm[i] if Bm.dim() == 3 else Bm))
+            for i in range(a_shape[0])
+        )
+    return _EXACT[key]
+
+
+def batched_matmul(torch: Any, A: Any, Bm: Any) -> Any:
+    """``A @ B`` over a leading batch axis; on the CPU one product per item wherever the
+    batched product would change any item's bits (:func:`batching_is_exact`)."""
+    if A.device.type != "cpu" or batching_is_exact(
+            torch, tuple(A.shape), tuple(Bm.shape), A.dtype, "cpu"):
+        return torch.matmul(A, Bm)
+    return torch.stack([torch.matmul(A[i], Bm[i] if Bm.dim() == 3 else Bm)
+                        for i in range(A.shape[0])])
+
+
+@dataclass
+class TorchRun:
+    """Inputs of one batch on the torch backend (NumPy arrays, float64 unless said)."""
+
+    X: np.ndarray  # (n, d)
+    y: np.ndarray  # (n,)
+    X_test: np.ndarray  # (n_test, d)
+    y_test: np.ndarray  # (n_test,)
+    W0: np.ndarray  # (B, h, d)
+    a0: np.ndarray  # (B, h)
+    leak: np.ndarray  # (B,)
+    coef: np.ndarray  # (B,) lr_eff · 2/n
+    steps: int
+    checkpoints: np.ndarray  # sorted unique steps in [0, steps]
+    factor: float
+    dtype: str  # "float64" | "float32"
+    device: str  # resolved: "cpu" | "cuda" | "cuda:k"
+    save_params: bool = False
+    on_checkpoint: Callable[[int, np.ndarray, np.ndarray, np.ndarray], None] | None = None
+    """Called at checkpoint ``j`` with the batch positions recorded and their float64
+    parameters ``W`` (r, h, d) and ``a`` (r, h), on the host (for further outputs)."""
+
+
+def train(run: TorchRun, progress: Any = None) -> dict[str, np.ndarray]:
+    """Train every configuration of ``run``; the checkpoint metrics as NumPy arrays
+    ``(B, n_checkpoints)`` (NaN after divergence), ``status`` (B,) int8 and, with
+    ``save_params``, ``W`` (B, n_ck, h, d) and ``a`` (B, n_ck, h)."""
+    torch = import_torch()
+    from ..errors import Status
+
+    cpu = run.device == "cpu"
+    if not cpu:  # cuBLAS is deterministic only with a fixed workspace (set before first use)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    prev_threads = torch.get_num_threads()
+    prev_det = torch.are_deterministic_algorithms_enabled()
+    if cpu:
+        torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True, warn_only=not cpu)
+    try:
+        with torch.no_grad():
+            return _train(torch, run, progress, Status)
+    finally:
+        if cpu:
+            torch.set_num_threads(prev_threads)
+        torch.use_deterministic_algorithms(prev_det)
+
+
+def _train(torch: Any, run: TorchRun, progress: Any, Status: Any) -> dict[str, np.ndarray]:
+    dev = torch.device(run.device)
+    dt = torch.float64 if run.dtype == "float64" else torch.float32
+    f64 = torch.float64
+    B = run.W0.shape[0]
+    n = run.X.shape[0]
+    ck = np.asarray(run.checkpoints, dtype=np.int64)
+    n_ck = ck.size
+
+    def t_(x: np.ndarray, dtype: Any = dt) -> Any:
+        return torch.as_tensor(np.ascontiguousarray(x)).to(device=dev, dtype=dtype)
+
+    X, XT, y = t_(run.X), t_(run.X.T), t_(run.y)
+    W, a = t_(run.W0), t_(run.a0)
+    leak = t_(run.leak)[:, None, None]
+    coef = t_(run.coef)
+
+    def matmul(Ab: Any, Bm: Any) -> Any:
+        return batched_matmul(torch, Ab, Bm)
+
+    metrics = _CheckpointMetrics(torch, run, X, dt, dev, matmul)
+    metrics.initial(W, a)
+
+    active = torch.ones(B, dtype=torch.bool, device=dev)
+    status = torch.zeros(B, dtype=torch.int8, device=dev)
+    diverged = torch.full_like(status, int(Status.DIVERGED))
+    factor = float(run.factor)
+    loss0 = None
+    next_ck = 0
+    report_every = max(1, run.steps // 200)
+    one = torch.ones((), dtype=dt, device=dev)
+    # Nothing below reads a device value back between checkpoints and progress reports, so
+    # that the host queues steps ahead of a GPU.
+    last = run.steps if (n_ck and ck[-1] == run.steps) else run.steps - 1
+    for t in range(last + 1):
+        Z = matmul(W, XT)  # (B, h, n)
+        Dp = torch.where(Z >= 0, one, leak)
+        A = Z * Dp
+        r = matmul(a[:, None, :], A)[:, 0, :] - y
+        r64 = r.to(f64)
+        loss = (r64 * r64).sum(dim=1) / n
+        if loss0 is None:
+            loss0 = loss.clone()
+        bad = active & (~torch.isfinite(loss) | (loss > factor * loss0))
+        status = torch.where(bad, diverged, status)
+        active = active & ~bad
+        if next_ck < n_ck and ck[next_ck] == t:
+            metrics.record(next_ck, active, W, a, Z, A, Dp, r64)
+            next_ck += 1
+        if t == run.steps:
+            break
+        xi = matmul(Dp * r[:, None, :], X)  # (B, h, d)
+        keep = active[:, None]
+        a_new = torch.where(keep, a - coef[:, None] * (W * xi).sum(dim=2), a)
+        W = torch.where(keep[:, :, None], W - (coef[:, None] * a)[:, :, None] * xi, W)
+        a = a_new
+        if (t + 1) % report_every == 0:
+            if not bool(active.any()):
+                break
+            if progress is not None:
+                progress((t + 1) / max(run.steps, 1))
+    out = metrics.result()
+    out["status"] = status.cpu().numpy().astype(np.int8)
+    return out
+
+
+class _CheckpointMetrics:
+    """Checkpoint metrics on the device; the initial features kept for the kernel distance."""
+
+    def __init__(self, torch: Any, run: TorchRun, X: Any, dt: Any, dev: Any, matmul: Any
+                 ) -> None:
+        self.torch = torch
+        self.run = run
+        self.X = X
+        self.dt = dt
+        self.dev = dev
+        self.matmul = matmul
+        self.C = (X @ X.T)  # (n, n) Gram matrix of the inputs, training dtype
+        self.XtT = torch.as_tensor(np.ascontiguousarray(run.X_test.T)).to(dev, dt)
+        self.y_test = torch.as_tensor(run.y_test).to(dev, dt)
+        B, h, d = run.W0.shape
+        n_ck = len(run.checkpoints)
+        self.out = {name: np.full((B, n_ck), np.nan) for name in
+                    ("train_loss", "test_loss", "kernel_distance", "hamming_distance",
+                     "param_distance")}
+        if run.save_params:
+            self.W_hist = np.full((B, n_ck, h, d), np.nan)
+            self.a_hist = np.full((B, n_ck, h), np.nan)
+        n = X.shape[0]
+        n_test = self.XtT.shape[1]
+        itemsize = 8
+        per_config = itemsize * max(3 * n * n, 2 * h * n_test)
+        self.slice = max(1, min(B, _CHECKPOINT_BATCH_BYTES // max(per_config, 1)))
+
+    def initial(self, W: Any, a: Any) -> None:
+        torch = self.torch
+        Z = self.matmul(W, self.X.T.contiguous())
+        Dp = torch.where(Z >= 0, torch.ones((), dtype=self.dt, device=self.dev),
+                         torch.as_tensor(self.run.leak).to(self.dev, self.dt)[:, None, None])
+        self.A0 = (Z * Dp).transpose(1, 2).contiguous()  # (B, n, h)
+        self.G0 = (Dp * a[:, :, None]).transpose(1, 2).contiguous()  # (B, n, h)
+        self.sign0 = torch.sign(Z).to(torch.int8)
+        self.W0 = W.to(torch.float64)
+        self.a0 = a.to(torch.float64)
+        self.norm0 = torch.empty(W.shape[0], dtype=torch.float64, device=self.dev)
+        for s in self._slices(W.shape[0]):
+            K0 = self._kernel(self.A0[s], self.G0[s])
+            self.norm0[s] = (K0 * K0).sum(dim=(1, 2))
+
+    def _slices(self, B: int) -> list[slice]:
+        return [slice(i, min(i + self.slice, B)) for i in range(0, B, self.slice)]
+
+    def _kernel(self, A: Any, G: Any) -> Any:
+        """NTK (b, n, n) in float64 from features in the training dtype."""
+        K = self.matmul(A, A.transpose(1, 2)) + self.C * self.matmul(G, G.transpose(1, 2))
+        return K.to(self.torch.float64)
+
+    def record(self, j: int, active: Any, W: Any, a: Any, Z: Any, A: Any, Dp: Any,
+               r64: Any) -> None:
+        torch = self.torch
+        idx = torch.nonzero(active).flatten()
+        if idx.numel() == 0:
+            return
+        n = Z.shape[2]
+        f64 = torch.float64
+        train_loss = (r64[idx] * r64[idx]).sum(dim=1) / n
+        hamming = (torch.sign(Z[idx]).to(torch.int8) != self.sign0[idx]).sum(dim=(1, 2))
+        hamming = hamming.to(f64) / (Z.shape[1] * n)
+        Wf, af = W[idx].to(f64), a[idx].to(f64)
+        pdist = torch.sqrt(((Wf - self.W0[idx]) ** 2).sum(dim=(1, 2))
+                           + ((af - self.a0[idx]) ** 2).sum(dim=1))
+        test_loss = torch.empty(idx.numel(), dtype=f64, device=self.dev)
+        kdist = torch.empty(idx.numel(), dtype=f64, device=self.dev)
+        At = A.transpose(1, 2)
+        Gt = (Dp * a[:, :, None]).transpose(1, 2)
+        leak = torch.as_tensor(self.run.leak).to(self.dev, self.dt)
+        for s in self._slices(idx.numel()):
+            sel = idx[s]
+            Zt = self.matmul(W[sel], self.XtT)
+            Zt = torch.maximum(Zt, leak[sel][:, None, None] * Zt)
+            rt = (self.matmul(a[sel][:, None, :], Zt)[:, 0, :] - self.y_test).to(f64)
+            test_loss[s] = (rt * rt).sum(dim=1) / rt.shape[1]
+            Kt = self._kernel(At[sel].contiguous(), Gt[sel].contiguous())
+            K0 = self._kernel(self.A0[sel], self.G0[sel])
+            inner = (K0 * Kt).sum(dim=(1, 2))
+            normt = (Kt * Kt).sum(dim=(1, 2))
+            denom = torch.sqrt(self.norm0[sel] * normt)
+            kd = torch.clamp(1.0 - inner / denom, 0.0, 1.0)
+            kdist[s] = torch.where(torch.isfinite(kd) & (denom > 0), kd,
+                                   torch.full_like(kd, math.nan))
+        rows = idx.cpu().numpy()
+        for name, value in (("train_loss", train_loss), ("test_loss", test_loss),
+                            ("kernel_distance", kdist), ("hamming_distance", hamming),
+                            ("param_distance", pdist)):
+            self.out[name][rows, j] = value.cpu().numpy()
+        if self.run.save_params or self.run.on_checkpoint is not None:
+            W_host, a_host = Wf.cpu().numpy(), af.cpu().numpy()
+            if self.run.save_params:
+                self.W_hist[rows, j] = W_host
+                self.a_hist[rows, j] = a_host
+            if self.run.on_checkpoint is not None:
+                self.run.on_checkpoint(j, rows, W_host, a_host)
+
+    def result(self) -> dict[str, np.ndarray]:
+        out = dict(self.out)
+        if self.run.save_params:
+            out["W"] = self.W_hist
+            out["a"] = self.a_hist
+        return out
