@@ -240,18 +240,41 @@ def integrate_flow(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray,
     configuration at the first accepted step where as many teachers are recovered as are
     learnable and ``‖∇L‖² t ≤ settle_tol · L(0)``; its remaining outputs receive the state
     at the stop (the NumPy backend's rule, docs/hermite-sgd.md).
+
+    On the CPU each configuration is integrated alone, with one intra-op thread, so that its
+    bits do not depend on the batch (nothing is gained from batching there); on a GPU the
+    whole batch is one computation.
     """
+    B = V0.shape[0]
+    rec = np.zeros(a.shape, bool) if recoverable is None else np.asarray(recoverable, bool)
+    if device != "cpu":
+        return _integrate(torch, V0, a, c, times, rtol, np.asarray(atol), r_floor, recovery,
+                          device, save_params, progress, early_stop, rec, settle_tol)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        parts = []
+        for b in range(B):
+            def part_progress(f: float, b: int = b) -> None:
+                if progress is not None:
+                    progress((b + min(f, 1.0)) / B)
+
+            parts.append(_integrate(torch, V0[b:b + 1], a[b:b + 1], c, times, rtol,
+                                    np.asarray(atol)[b:b + 1], r_floor, recovery, "cpu",
+                                    save_params, part_progress, early_stop, rec[b:b + 1],
+                                    settle_tol))
+    finally:
+        torch.set_num_threads(previous)
+    return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+
+
+def _integrate(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: np.ndarray,
+               rtol: float, atol: np.ndarray, r_floor: float, recovery: float, device: str,
+               save_params: bool, progress: Callable[[float], None] | None, early_stop: bool,
+               recoverable: np.ndarray, settle_tol: float) -> dict[str, np.ndarray]:
+    """:func:`integrate_flow` of a batch as one computation on ``device``."""
     from ..errors import Status
 
-    if device == "cpu":  # one intra-op thread: reproducible, and fastest for these sizes
-        previous = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return integrate_flow(torch, V0, a, c, times, rtol, atol, r_floor, recovery,
-                                  "cpu:0", save_params, progress, early_stop, recoverable,
-                                  settle_tol)
-        finally:
-            torch.set_num_threads(previous)
     B, m, d = V0.shape
     P = a.shape[1]
     T = len(times)
@@ -266,8 +289,7 @@ def integrate_flow(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray,
         "status": np.full(B, int(Status.OK), dtype=np.int8),
         "winner": np.full((B, P), -1, dtype=np.int64),
     }
-    need = (np.zeros((B, P), bool) if recoverable is None
-            else np.asarray(recoverable, dtype=bool))
+    need = recoverable
     if save_params:
         out["V"] = np.full((B, T, m, d), np.nan)
 

@@ -592,6 +592,11 @@ class Hermite(Model):
               low=1),
         Param("seed", "int", 0, "random seed (initial directions; SGD samples)", low=0),
         Param("save_params", "bool", False, "also store the weights v over (time, neuron, dim)"),
+        Param("backend", "str", "numpy", "solve: numpy (SciPy's integrators, the reference) or "
+              "torch (the batch's flows at once on a device, Dormand-Prince 5(4))",
+              choices=("numpy", "torch")),
+        Param("device", "str", "cpu", "device of the torch backend: cpu, cuda or auto (cuda "
+              "when available)", choices=("cpu", "cuda", "auto")),
     )
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
@@ -642,6 +647,18 @@ class Hermite(Model):
                     f"parameter method: {values['method']} needs the dense Jacobian of the "
                     f"m·d = {n} weights ({n}² values, {n * n * 8 / 2**20:.0f} MiB); the limit "
                     f"is m·d ≤ {JACOBIAN_LIMIT}: use RK45 or DOP853")
+        if values["backend"] == "torch":
+            if action != "solve":
+                raise BadInput("parameter backend: torch integrates the flow (solve); train "
+                               "runs the compiled SGD loop (backend numpy)")
+            if values["method"] != "RK45":
+                raise BadInput(f"parameter method: the torch backend integrates with RK45, "
+                               f"not {values['method']}")
+            from ._two_layer_torch import resolve_device
+
+            resolve_device(values["device"])  # BadInput without torch or without a GPU
+        elif values["device"] == "cuda":
+            raise BadInput("parameter device: cuda needs backend = torch")
         if action == "train" and values["lr"] is None:
             values["lr"] = 0.1 / d**2
 
@@ -740,7 +757,19 @@ class Hermite(Model):
         pairs = [greedy_pairs(U0[:, :P], a[b], c) for b in range(B)]
         t_th = np.stack([tp[0] for tp in pairs])
         w_th = np.stack([tp[1] for tp in pairs])
-        for b in range(B):
+        atol = 1e-3 * batch["rtol"] * sigma0 / math.sqrt(d)
+        if batch["backend"] == "torch":
+            from . import _hermite_torch, _two_layer_torch
+
+            device = _two_layer_torch.resolve_device(batch["device"])
+            res = _hermite_torch.integrate_flow(
+                _two_layer_torch.import_torch(), sigma0[:, None, None] * U0[None], a, c, times,
+                batch["rtol"], atol, _R_FLOOR, RECOVERY, device, batch["save_params"], progress,
+                batch["early_stop"], np.isfinite(t_th), SETTLE_TOL)
+            loss, overlap, norm, t_rec = res["loss"], res["overlap"], res["norm"], res["t_recover"]
+            Vs, status, nfev, t_stop, winner = (res.get("V"), res["status"], res["nfev"],
+                                                res["t_stop"], res["winner"])
+        for b in range(B if batch["backend"] == "numpy" else 0):
 
             def record(i: int, Vi: np.ndarray, b: int = b) -> None:
                 loss[b, i] = population_loss_grad(Vi, a[b], c, need_grad=False)[0]
@@ -753,8 +782,8 @@ class Hermite(Model):
                     progress(min(1.0, (b + t / times[-1]) / B))
 
             res = _integrate_flow(
-                sigma0[b] * U0, a[b], c, times, batch["method"], batch["rtol"],
-                1e-3 * batch["rtol"] * sigma0[b] / math.sqrt(d), record, t_rec[b], frac,
+                sigma0[b] * U0, a[b], c, times, batch["method"], batch["rtol"], atol[b],
+                record, t_rec[b], frac,
                 early_stop=batch["early_stop"], recoverable=np.isfinite(t_th[b]),
                 winner=winner[b])
             status[b], nfev[b], njev[b], t_stop[b] = (res["status"], res["nfev"], res["njev"],
