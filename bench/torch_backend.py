@@ -110,6 +110,7 @@ def main() -> None:
     print(f"full Fig. 1b on 2 cores with numpy: {days:.1f} days")
     if gpu:
         agreement(torch)
+        hermite_on_gpu(torch, args.quick)
 
 
 def agreement(torch: Any) -> None:
@@ -136,6 +137,86 @@ def agreement(torch: Any) -> None:
               f"rerun bitwise equal: {np.array_equal(g, again[name].values, equal_nan=True)}; "
               f"alone = in batch bitwise: "
               f"{np.array_equal(g[2], alone[name].values[0], equal_nan=True)}")
+
+
+def hermite_on_gpu(torch: Any, quick: bool, device: str = "cuda") -> None:
+    """The hermite flow on the GPU: agreement with the NumPy backend on the small Fig. 2 job,
+    seconds per Dormand–Prince step at the full job's size for each width, and the projected
+    wall time of jobs/ren-fig2.toml with early stop.
+
+    Projection (as ``bench/hermite.py`` does for the CPU): with early stop a width's flow ends
+    near the last greedy emergence time ``T_last(m)`` of the job's seed (+10% to settle), after
+    ``nu · T_last`` gradient evaluations, ``nu`` = evaluations per unit time measured here on
+    smaller instances of the same experiment (d = 8P); a step costs 6 evaluations.
+    """
+    import math
+    import tomllib
+
+    from richlazy_cli.models import _hermite_torch as HT
+    from richlazy_cli.models import hermite as H
+
+    small = dict(d=128, P=32, k=4, beta=0.8, sigma0=0.01, t_max=1000.0, decades=4.0,
+                 checkpoints=200, seed=0, early_stop=True)
+    for m in (8, 32):
+        vals = [H.Hermite.resolve("solve", {**small, "m": m, "backend": b, "device": dev})
+                for b, dev in (("numpy", "cpu"), ("torch", device))]
+        ref, got = (H.Hermite().solve(Batch.from_points(H.Hermite, [v])) for v in vals)
+        r, g = ref.t_recover.values, got.t_recover.values
+        rel = float(np.nanmax(np.abs(g - r) / r))
+        print(f"hermite GPU vs numpy, ren-fig2-small m = {m}: t_recover max relative "
+              f"difference {rel:.1e}, nfev {int(got.nfev.values[0])} vs "
+              f"{int(ref.nfev.values[0])}")
+
+    job = tomllib.loads((Path(__file__).resolve().parents[1] / "jobs/ren-fig2.toml").read_text())
+    pj = job["params"]
+    widths = [int(w) for w in str(job["grid"]["m"]).split(",")]
+    dj, Pj = int(pj["d"]), int(pj["P"])
+    c = H.hermite_coeffs(int(pj["k"]), None)
+    rates = []
+    for P in ((8,) if quick else (16, 32)):
+        d, m = 8 * P, 2 * P
+        v = H.Hermite.resolve("solve", dict(d=d, P=P, m=m, t_max=1e5, early_stop=True,
+                                            checkpoints=50, backend="torch", device=device))
+        res = H.Hermite().solve(Batch.from_points(H.Hermite, [v]))
+        rates.append(float(res.nfev.values[0]) / float(res.t_stop.values[0]))
+        print(f"hermite GPU early stop, d = {d}, P = {P}, m = {m}: t_stop "
+              f"{float(res.t_stop.values[0]):.4g}, {int(res.nfev.values[0])} evaluations "
+              f"({rates[-1]:.2f} per unit time)")
+    nu = max(rates)
+    aj = H.teacher_weights(Pj, float(pj["beta"]))
+    total = 0.0
+    print(f"{'m':>6} {'s/step':>9} {'T_last':>9} {'steps':>10} {'projected':>10}")
+    for m in widths:
+        U0 = H.initial_directions(int(pj.get("seed", 0)), m, dj)
+        V0 = float(pj["sigma0"]) * U0[None]
+        atol = np.array([1e-3 * 1e-7 * float(pj["sigma0"]) / math.sqrt(dj)])
+        y0 = torch.as_tensor(V0.reshape(1, -1), dtype=torch.float64, device=device)
+        a_t = torch.as_tensor(aj[None], dtype=torch.float64, device=device)
+        q = c**2
+
+        def fun(y: Any, idx: np.ndarray, m: int = m, a_t: Any = a_t, q: Any = q) -> Any:
+            grad = HT.population_loss_grad(torch, y.view(-1, m, dj), a_t, q, H._R_FLOOR)[1]
+            return -grad.reshape(y.shape)
+
+        solver = HT.BatchedRK45(torch, fun, y0, float(pj["t_max"]), 1e-7, atol)
+        for _ in range(3):
+            solver.step()
+        sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        sync()
+        n_steps = 5 if quick else 20
+        start = time.perf_counter()
+        for _ in range(n_steps):
+            solver.step()
+        sync()
+        per_step = (time.perf_counter() - start) / n_steps
+        T = H.greedy_recovery_times(U0[:, :Pj], aj, c)
+        t_last = min(float(pj["t_max"]), 1.1 * float(np.nanmax(T)))
+        steps = nu * t_last / 6
+        total += steps * per_step
+        print(f"{m:>6} {per_step:>9.2e} {t_last:>9.4g} {steps:>10.3g} "
+              f"{steps * per_step / 60:>8.1f} min")
+    print(f"projected jobs/ren-fig2.toml with early stop on this GPU (widths one after "
+          f"another): {total / 3600:.2f} h  (target <= 2 h)")
 
 
 if __name__ == "__main__":
