@@ -152,3 +152,19 @@ def test_teacher_alignment_agrees_with_numpy() -> None:
     for name in ("teacher_alignment", "direction_change", "preconditioner_drift"):
         np.testing.assert_allclose(got[name].values, ref[name].values, rtol=1e-10, atol=1e-12,
                                    err_msg=name)
+
+
+def test_a_gpu_backend_starts_one_worker_per_gpu(monkeypatch: Any) -> None:
+    from richlazy_cli.engine.job import Job, RunOptions
+    from richlazy_cli.engine.run import make_plan
+    from richlazy_cli.models import _two_layer_torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert _two_layer_torch.gpu_workers({"backend": "torch", "device": "cuda"}) == 2
+    assert _two_layer_torch.gpu_workers({"backend": "torch", "device": "cpu"}) is None
+    assert _two_layer_torch.gpu_workers({"backend": "numpy", "device": "cpu"}) is None
+    monkeypatch.setattr(TwoLayer, "max_workers", classmethod(lambda cls, values: 1))
+    job = Job.build("two-layer", "train", {"steps": 2}, [("tau", "0.5,1,2,3")])
+    plan = make_plan(job, RunOptions(jobs=8, chunk_size=1), None)
+    assert plan.workers == 1 and "capped at the 1 GPU(s)" in plan.note()
+    assert make_plan(job, RunOptions(chunk_size=1), None).jobs == 1

@@ -71,7 +71,10 @@ class Plan:
     jobs: int
     """Workers asked for (--jobs, default all cores)."""
     workers: int
-    """Workers started: ``jobs``, but never more than there are chunks."""
+    """Workers started: ``jobs``, but never more than there are chunks, nor than the model
+    can use at once (one per GPU on a GPU backend, :meth:`Model.max_workers`)."""
+    device_limit: int | None = None
+    """The model's limit on workers, when it has one."""
 
     @property
     def capped(self) -> bool:
@@ -83,7 +86,10 @@ class Plan:
         text = f"{self.pending} points in {n} chunk{'s' if n != 1 else ''} on {self.workers} "
         text += "worker" + ("s" if self.workers != 1 else "")
         if self.capped:
-            text += f" (--jobs {self.jobs} capped at the number of chunks)"
+            if self.device_limit is not None and self.workers == self.device_limit:
+                text += f" (--jobs {self.jobs} capped at the {self.device_limit} GPU(s))"
+            else:
+                text += f" (--jobs {self.jobs} capped at the number of chunks)"
         return text
 
 
@@ -382,8 +388,9 @@ def make_plan(job: Job, opts: RunOptions, status: np.ndarray | None) -> Plan:
         if opts.retry_failed:
             todo |= Status.failed(status[indices])  # type: ignore[operator]
         pending = indices[todo]
-    jobs = opts.jobs or default_jobs()
-    chunk_size = opts.chunk_size or auto_chunk_size(len(pending), jobs)
+    limit = job.model.max_workers(job.recorded)
+    jobs = opts.jobs or (min(default_jobs(), limit) if limit else default_jobs())
+    chunk_size = opts.chunk_size or auto_chunk_size(len(pending), min(jobs, limit or jobs))
     chunks = list(job.chunks(pending, chunk_size))
     return Plan(
         points=size,
@@ -392,7 +399,8 @@ def make_plan(job: Job, opts: RunOptions, status: np.ndarray | None) -> Plan:
         chunks=chunks,
         chunk_size=chunk_size,
         jobs=jobs,
-        workers=max(1, min(jobs, len(chunks))),
+        workers=max(1, min(jobs, len(chunks), limit or jobs)),
+        device_limit=limit,
     )
 
 

@@ -70,6 +70,18 @@ def resolve_device(name: str) -> str:
     return name
 
 
+def gpu_workers(values: Any) -> int | None:
+    """One worker per GPU for configurations on the torch backend's GPU (``max_workers``)."""
+    if values.get("backend") != "torch" or values.get("device") == "cpu":
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    count = torch.cuda.device_count()
+    return count or None
+
+
 def device_description(device: str) -> str:
     """The device in words for the provenance (GPU model for cuda)."""
     torch = import_torch()

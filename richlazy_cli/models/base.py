@@ -196,6 +196,13 @@ class Model:
         return 1.0
 
     @classmethod
+    def max_workers(cls, values: Mapping[str, Any]) -> int | None:
+        """The most workers that can compute configurations like ``values`` at once on one
+        machine, or None for no limit (the default). A model that computes on a GPU returns
+        the number of GPUs, so that a sweep starts one worker per GPU."""
+        return None
+
+    @classmethod
     def load_native(cls) -> None:
         """Load the native libraries that computing loads lazily (compiled kernels, a second
         BLAS). The engine calls this before it holds BLAS at one thread, so that its limit

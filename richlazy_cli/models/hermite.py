@@ -663,6 +663,13 @@ class Hermite(Model):
             values["lr"] = 0.1 / d**2
 
     @classmethod
+    def max_workers(cls, values: Mapping[str, Any]) -> int | None:
+        """One worker per GPU on the torch backend with a GPU device."""
+        from ._two_layer_torch import gpu_workers
+
+        return gpu_workers(values)
+
+    @classmethod
     def cost(cls, values: Mapping[str, Any]) -> float:
         """Flops-like estimate: ~7 gradient evaluations of O(m(m+P)d) per unit of GF time
         (solve, see the module docstring) plus O(batch·m·d) per SGD step (train)."""

@@ -168,6 +168,13 @@ class TwoLayer(Model):
             raise BadInput("parameter device: cuda needs backend = torch")
 
     @classmethod
+    def max_workers(cls, values: Mapping[str, Any]) -> int | None:
+        """One worker per GPU on the torch backend with a GPU device."""
+        from ._two_layer_torch import gpu_workers
+
+        return gpu_workers(values)
+
+    @classmethod
     def cost(cls, values: Mapping[str, Any]) -> float:
         n, d, h = values["n"], values["d"], values["h"]
         n_ck = len(checkpoint_steps(values["steps"], values["n_checkpoints"],
