@@ -644,7 +644,19 @@ class Linear(Model):
             dWs, dA = gradients(Ws, A, G)
             return -_flatten([ew * g for g in dWs], ea * dA)
 
-        sol = solve_ivp(rhs, (0.0, times[-1]), _flatten(Ws0, A0), method="DOP853",
+        n_w = h * d
+
+        def rhs_shallow(_t: float, theta: np.ndarray) -> np.ndarray:
+            # depth 1: the same products as `rhs` without the identity factors
+            W = theta[:n_w].reshape(h, d)
+            A = theta[n_w:].reshape(h, c)
+            G = data.Sigma @ (W.T @ A) - data.b
+            out = np.empty_like(theta)
+            out[:n_w] = (-ew * (A @ G.T)).ravel()
+            out[n_w:] = (-ea * (W @ G)).ravel()
+            return out
+
+        sol = solve_ivp(rhs_shallow if depth == 1 else rhs, (0.0, times[-1]), _flatten(Ws0, A0), method="DOP853",
                         t_eval=times, rtol=float(pt["rtol"]), atol=float(pt["atol"]))
         ok = bool(sol.success) and bool(np.all(np.isfinite(sol.y)))
         f0 = ntk_factors(Ws0, A0, ea, ew)
