@@ -317,3 +317,60 @@ def test_bad_neuron_init_through_the_cli(cli: Any, tmp_path: Any, args: list[str
     assert_one_line_error(res)
     assert fragment in res.err
     assert not out.exists()
+
+
+def test_fc_job_file_holds_the_section9_data_and_the_authors_grid() -> None:
+    """jobs/azulay-fc.toml: X, y are the §9 generator's (d = 50, N = 10, seed 0), beta0 is the
+    direction u of fc_problem, the grid is α ∈ {0.01, 0.1} × s ∈ {0, 0.5, 0.95}; one point
+    resolves to fc_init's (a0, w0)."""
+    from pathlib import Path
+
+    from richlazy_cli.engine.job import read_job_file
+    from richlazy_cli.models.single_neuron import SingleNeuron
+
+    job = read_job_file(Path(__file__).resolve().parents[1] / "jobs" / "azulay-fc.toml")
+    X, y, u = fc_problem(0)
+    np.testing.assert_array_equal(np.array(job.params["X"]), X)
+    np.testing.assert_array_equal(np.array(job.params["y"]), y)
+    np.testing.assert_array_equal(np.array(job.params["beta0"]), u)
+    assert job.grid == {"alpha": "0.01,0.1", "s": "0,0.5,0.95"}
+    v = SingleNeuron.resolve("solve", {**job.params, "alpha": 0.1, "s": 0.5})
+    a0, w0, delta = fc_init(0.1, 0.5, u)
+    assert v["a0"] == a0 and np.array_equal(v["w0"], w0)
+    assert v["delta"] == pytest.approx(delta, rel=1e-12)
+
+
+BAD_FC = [
+    (["-p", "alpha=0.1"], "alpha"),
+    (["-p", "alpha=0.1", "-p", "s=1"], "parameter s"),
+    (["-p", "alpha=0.1", "-p", "s=0.5", "-p", "a0=1", "-p", "w0=1,0"], "alpha"),
+    (["-p", "alpha=0.1", "-p", "s=0.5", "-p", "beta0=0,0", "-p", "delta=1"], "beta0"),
+]
+
+
+@pytest.mark.parametrize(("args", "fragment"), BAD_FC)
+def test_bad_alpha_s_through_the_cli(cli: Any, tmp_path: Any, args: list[str],
+                                     fragment: str) -> None:
+    out = tmp_path / "bad.h5"
+    res = cli("solve", "single-neuron", *args, "-o", out)
+    assert_one_line_error(res)
+    assert fragment in res.err
+    assert not out.exists()
+
+
+def test_diagonal_k_job_grid_holds_the_pairs() -> None:
+    """jobs/diagonal-k.toml contains the equal-k pair and the fixed-k̂ joint limit."""
+    from pathlib import Path
+
+    from richlazy_cli.engine.grid import parse_grid
+    from richlazy_cli.engine.job import read_job_file
+
+    job = read_job_file(Path(__file__).resolve().parents[1] / "jobs" / "diagonal-k.toml")
+    parse_grid(DiagonalModel, list(job.grid.items()))  # a valid grid
+    spec_a = [float(x) for x in job.grid["alpha"].split(",")]
+    spec_s = [float(x) for x in job.grid["s"].split(",")]
+    assert sqrt_k_symmetric(1e-3, 0.0) == pytest.approx(sqrt_k_symmetric(6e-4, 0.5), rel=1e-14)
+    assert {1e-3, 6e-4} <= set(spec_a) and {0.0, 0.5} <= set(spec_s)
+    for a in (1e-3, 1e-4, 1e-5):
+        s = next(x for x in spec_s if abs(a / (1 - x * x) - 1e-2) <= 1e-12)
+        assert a in spec_a and s > 0.9

@@ -31,7 +31,7 @@ def flow(shape: str, delta: float, seed: int, horizon: float) -> xr.Dataset:
     """One run, recorded every 0.25 time units up to ``horizon``."""
     d, c, h = SHAPES[shape]
     v = dict(init="neuron", d=d, c=c, h=h, n=d, delta=delta, scale=1e-2, seed=seed,
-             t_max=horizon, n_times=int(round(horizon / 0.25)) + 1)
+             t_max=horizon, n_times=round(horizon / 0.25) + 1)
     return Linear().solve(Batch.from_points(Linear, [Linear.resolve("solve", v)]))
 
 

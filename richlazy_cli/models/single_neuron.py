@@ -571,6 +571,12 @@ class SingleNeuron(Model):
         Param("w0", "vector", None,
               "optional initial first-layer weights (d values); given together with a0",
               optional=True, batchable=True),
+        Param("alpha", "float", None,
+              "optional Azulay scale alpha = |a0| |w0|; with s, sets a0 and w0 (w0 along beta0)",
+              optional=True, batchable=True, low=0.0, low_open=True),
+        Param("s", "float", None,
+              "optional Azulay shape s = (|a0| - |w0|)/(|a0| + |w0|) in (-1, 1); given with alpha",
+              optional=True, batchable=True, low=-1.0, high=1.0, low_open=True, high_open=True),
         Param("leak", "float", 1.0,
               "slope rho of sigma(z) = max(z, rho z) for z < 0: 1 is the linear neuron; "
               "rho < 1 (Azulay Thm 4) needs X, y and method=numeric",
@@ -642,6 +648,21 @@ class SingleNeuron(Model):
             if not np.any(np.asarray(values["beta_star"])):
                 raise BadInput("parameter beta_star: must be nonzero")
 
+        alpha, shape = values.get("alpha"), values.get("s")
+        if (alpha is None) != (shape is None):
+            raise BadInput("parameter alpha: Azulay's alpha and s must be given together")
+        if alpha is not None:
+            if values.get("a0") is not None or values.get("w0") is not None:
+                raise BadInput("parameter alpha: give either alpha and s, or a0 and w0")
+            length("beta0")
+            u = np.asarray(values["beta0"], dtype=float)
+            if not np.any(u):
+                raise BadInput("parameter beta0: with alpha and s, beta0 gives the direction of "
+                               "w0 and must be nonzero")
+            from .fc_neuron import fc_init
+
+            a_fc, w_fc, _ = fc_init(float(alpha), float(shape), u)
+            values["a0"], values["w0"] = a_fc, w_fc
         a0, w0 = values.get("a0"), values.get("w0")
         if (a0 is None) != (w0 is None):
             raise BadInput(
