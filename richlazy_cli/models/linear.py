@@ -657,7 +657,8 @@ class Linear(Model):
             return out
 
         sol = solve_ivp(rhs_shallow if depth == 1 else rhs, (0.0, times[-1]),
-                        _flatten(Ws0, A0), method="DOP853", t_eval=times, rtol=float(pt["rtol"]), atol=float(pt["atol"]))
+                        _flatten(Ws0, A0), method="DOP853", t_eval=times,
+                        rtol=float(pt["rtol"]), atol=float(pt["atol"]))
         ok = bool(sol.success) and bool(np.all(np.isfinite(sol.y)))
         f0 = ntk_factors(Ws0, A0, ea, ew)
         D0 = conserved_delta(Ws0, A0, ea, ew)
