@@ -115,13 +115,44 @@ def test_mechanism_projection_onto_rows_or_columns() -> None:
     assert np.linalg.matrix_rank(V.T @ V) == c and np.linalg.matrix_rank(U.T @ U) == h < d
 
 
-def test_job_file_covers_the_three_shapes() -> None:
-    """jobs/linear-b1.toml: init=neuron, spread 0, scale 1e-2, horizon 3·20·20 = 1200 sampled
-    every 0.25 (so t = 5/|δ| is a grid time), and a grid that contains the narrowing,
-    expanding and wide shapes for δ ∈ {−20, 0, 20}."""
-    job = read_job_file(ROOT / "jobs" / "linear-b1.toml")
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_job_files_cover_the_three_shapes(shape: str) -> None:
+    """jobs/linear-b1-<shape>.toml: init=neuron, spread 0, scale 1e-2, the shape's (d, c, h),
+    horizon 3·20·20 = 1200 sampled every 0.25 (so t = 5/|δ| is a grid time), δ ∈ {−20, 0, 20}."""
+    job = read_job_file(ROOT / "jobs" / f"linear-b1-{shape}.toml")
     params: dict[str, Any] = job.params
     assert params["init"] == "neuron" and params["scale"] == 1e-2
+    assert params["delta_spread"] == 0.0 and params["data_kind"] == "whitened"
+    assert (params["d"], params["c"], params["h"]) == SHAPES[shape]
     assert params["t_max"] == 1200.0 and params["n_times"] == 4801
-    grid = {name: spec for name, spec in job.grid.items()}
-    assert set(grid) >= {"d", "c", "h", "delta"}
+    assert job.grid["delta"] == "-20,0,20"
+    Linear.resolve("solve", params)
+
+
+def test_classify_shapes() -> None:
+    from richlazy_cli.report.theory_extra import classify
+
+    assert classify(8, 2, 4) == "narrowing" and classify(2, 8, 4) == "expanding"
+    assert classify(8, 2, 8) == "wide" and classify(2, 8, 9) == "wide"
+    assert classify(8, 8, 4) is None and classify(8, 2, 1) is None
+
+
+def test_report_draws_one_figure_for_the_shapes(cli: Any, tmp_path: Path) -> None:
+    """Small narrowing and expanding sweeps over δ: the report holds one Theorem B.1 figure
+    with both panels (kind theory, var kernel_distance)."""
+    import json
+
+    outs = []
+    for name, (d, c, h) in (("narrow", SHAPES["narrowing"]), ("expand", SHAPES["expanding"])):
+        out = tmp_path / f"{name}.h5"
+        res = cli("sweep", "solve", "linear", "-p", "init=neuron", "-p", f"d={d}", "-p", f"c={c}",
+                  "-p", f"h={h}", "-p", f"n={d}", "-p", "scale=0.01", "-p", "t_max=4",
+                  "-p", "n_times=9", "-g", "delta=-2,0,2", "-o", out, "-q", "--jobs", "1")
+        assert res.code == 0, res.err
+        outs.append(out)
+    res = cli("report", *outs, "-o", tmp_path / "rep", "-q")
+    assert res.code == 0, res.err
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    b1 = [f for f in summary["figures"] if f["file"].endswith("b1_regimes.png")]
+    assert len(b1) == 1 and "Theorem B.1" in b1[0]["caption"]
+    assert (tmp_path / "rep" / b1[0]["file"]).stat().st_size > 1000
