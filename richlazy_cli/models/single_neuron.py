@@ -518,6 +518,16 @@ class SingleNeuron(Model):
 
     ``phi`` is NaN where :math:`w = 0` (e.g. at ``t = 0`` when ``beta0 = 0``, ``delta > 0``).
 
+    Azulay et al.'s scale and shape: ``alpha`` and ``s`` (given together) set
+    :math:`a_0 = \sqrt{\alpha(1+s)/(1-s)}`, :math:`w_0 = \sqrt{\alpha(1-s)/(1+s)}\,\hat\beta_0`
+    (:func:`~richlazy_cli.models.fc_neuron.fc_init`; docs/azulay-theory.md eq. 2.1).
+
+    Leaky neuron: ``leak`` :math:`\rho < 1` trains :math:`f(x) = a\sigma(w^\top x)`,
+    :math:`\sigma(z) = \max(z, \rho z)` (Azulay et al. 2021, Thm 4; docs/azulay-theory.md §1),
+    with data ``X``, ``y`` of full row rank and ``method=numeric`` only; it adds ``beta_inf``,
+    ``kkt_residual``, ``pattern_flips``, ``beta_implicit`` and ``implicit_converged``
+    (:func:`_solve_leaky`). ``leak = 1`` is the linear neuron, unchanged.
+
     The ``numeric`` method integrates the batch as one stacked ODE with a shared adaptive step,
     so numeric results of one configuration depend (within the tolerances) on its batch; the
     ``exact`` method is elementwise and bitwise independent of the batch.
