@@ -221,3 +221,43 @@ def test_bad_leak_input_through_the_cli(cli: Any, tmp_path: Any, args: list[str]
     assert_one_line_error(res)
     assert fragment in res.err
     assert not out.exists()
+
+
+def test_relu_stops_at_a_dead_equilibrium(cli: Any, tmp_path: Any) -> None:
+    """rho = 0 (ReLU, outside Theorem 4): samples can die, and the flow stops at an equilibrium
+    that does not interpolate. The reported limit is such an equilibrium (the a-gradient and,
+    with some slope in [0, 1] at each kink, the w-gradient vanish to 1e-9, while the loss stays
+    positive); beta_implicit is NaN, which its nan_meaning
+    says, and the point is not a failure."""
+    gen = np.random.default_rng(5)
+    X = gen.standard_normal((3, 6))
+    y = gen.standard_normal(3)
+    w0 = 0.5 * gen.standard_normal(6)
+    a0 = float(np.sqrt(0.5 + w0 @ w0))
+    out = tmp_path / "relu.h5"
+    res = cli("solve", "single-neuron", "-p", "d=6", "-p", f"X={X.tolist()}", "-p",
+              f"y={','.join(map(repr, y.tolist()))}", "-p", "leak=0", "-p", "method=numeric",
+              "-p", f"a0={a0!r}", "-p", f"w0={','.join(map(repr, w0.tolist()))}",
+              "-p", "n_times=5", "-o", out, "-q")
+    assert res.code == 0, res.err
+    ds = xr.open_dataset(out, engine="h5netcdf")
+    beta = ds["beta_inf"].values
+    assert np.all(np.isfinite(beta)) and np.all(np.isnan(ds["beta_implicit"].values))
+    assert "nan_meaning" in ds["beta_implicit"].attrs
+    fl = leaky_flow(a0, w0, X, y, 0.0, 1.0, 1.0, np.array([0.0]))
+    assert fl.stationary and not fl.converged
+    z = X @ fl.w_inf
+    r = fl.a_inf * leaky(z, 0.0) - y
+    assert 0.5 * r @ r > 1e-3
+    assert abs(r @ leaky(z, 0.0)) <= 1e-9
+    # Clarke stationarity in w: samples sitting on a kink (z_n = 0) may take any slope
+    # theta_n in [0, 1]; some choice makes the w-gradient vanish
+    from scipy.optimize import lsq_linear
+
+    kink = np.abs(z) <= 1e-12
+    fixed = np.where(kink, 0.0, leaky_slope(z, 0.0)) * r
+    M = fl.a_inf * X.T[:, kink] * r[kink]
+    best = lsq_linear(M, -fl.a_inf * X.T @ fixed, bounds=(0.0, 1.0)) if kink.any() else None
+    grad = fl.a_inf * X.T @ fixed + (M @ best.x if best is not None else 0.0)
+    assert np.linalg.norm(grad) <= 1e-9
+    ds.close()

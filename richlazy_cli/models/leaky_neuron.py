@@ -38,6 +38,12 @@ from scipy.optimize import least_squares
 MAX_EVENTS = 20000
 """Most activation-pattern changes one integration may go through."""
 
+STALL_RATIO = 1e-10
+"""A flow whose speed :math:`\\|(\\dot a, \\dot w)\\|` falls below this times its residual
+:math:`\\|r\\|` (still above its tolerance) has stopped at an equilibrium that does not
+interpolate. Converging to an interpolant, the ratio stays near the smallest eigenvalue of the
+tangent kernel; at a non-interpolating equilibrium it falls to the rounding level."""
+
 
 def leaky(z: np.ndarray, rho: float) -> np.ndarray:
     """:math:`\\sigma(z) = \\max(z, \\rho z)` for :math:`\\rho\\le1`."""
@@ -71,6 +77,7 @@ class LeakyProblem:
     def __post_init__(self) -> None:
         self.gram = self.X @ self.X.T
         self.slid = False
+        self.stationary = False
 
     # -- the vector field of one piece ---------------------------------------------------
     def slopes(self, mode: _Mode) -> np.ndarray:
@@ -163,6 +170,7 @@ class LeakyFlow:
     events: int
     nfev: int
     slid: bool  # whether any sliding mode occurred
+    stationary: bool = False  # stopped at an equilibrium that does not interpolate
 
 
 def _events(problem: LeakyProblem, mode: _Mode) -> tuple[list[Any], list[tuple[str, int]]]:
@@ -209,6 +217,14 @@ def _integrate(
     if res_tol is not None and np.linalg.norm(problem.residual(state)) < res_tol:
         return state, t, True, nfev
     while t < t1:
+        speed = float(np.linalg.norm(problem.rhs(state, mode)))
+        res = float(np.linalg.norm(problem.residual(state)))
+        if speed == 0.0 or (res_tol is not None and speed < STALL_RATIO * res):
+            # an equilibrium that does not interpolate (e.g. every sample on a dead ReLU side):
+            # the state stays put for ever
+            problem.stationary = True
+            out[(times > t) & (times <= t1)] = state
+            return state, t1, False, nfev
         fns, tags = _events(problem, mode)
         if res_tol is not None:
             def done(_t: float, s: np.ndarray) -> float:
@@ -218,6 +234,16 @@ def _integrate(
             done.direction = -1  # type: ignore[attr-defined]
             fns.append(done)
             tags.append(("done", -1))
+
+            def stalled(_t: float, s: np.ndarray) -> float:
+                speed = float(np.linalg.norm(problem.rhs(s, mode)))
+                res = float(np.linalg.norm(problem.residual(s)))
+                return float(np.log(max(speed, 1e-300) / (STALL_RATIO * res)))
+
+            stalled.terminal = True  # type: ignore[attr-defined]
+            stalled.direction = -1  # type: ignore[attr-defined]
+            fns.append(stalled)
+            tags.append(("stalled", -1))
         sel = (times > t) & (times <= t1)
         sol = solve_ivp(
             lambda _t, s: problem.rhs(s, mode), (t, t1), state, method="DOP853",
@@ -241,6 +267,9 @@ def _integrate(
         kind, n = tags[k]
         if kind == "done":
             return state, t, True, nfev
+        if kind == "stalled":
+            problem.stationary = True
+            return state, t, False, nfev
         budget[0] += 1
         if budget[0] > MAX_EVENTS:
             raise RuntimeError(f"leaky neuron: more than {MAX_EVENTS} activation-pattern changes")
@@ -270,7 +299,9 @@ def leaky_flow(
     """Gradient flow of the leaky neuron (eq. 1.1) at ``times``, then on to its limit.
 
     The limit is the state at which :math:`\\|a\\sigma(Xw) - y\\|` first falls below
-    ``res_tol`` (``converged = False`` and NaNs if that does not happen before ``t_cap``).
+    ``res_tol`` (``converged``), or an equilibrium that does not interpolate, where the vector
+    field vanishes (``stationary``: for ρ = 0 every sample with a nonzero residual can sit on
+    its dead side); NaNs if neither happens before ``t_cap``.
     """
     X = np.asarray(X, dtype=float)
     y = np.asarray(y, dtype=float)
@@ -289,10 +320,11 @@ def leaky_flow(
                                    None, budget)
     state, t, done, nfev2 = _integrate(problem, state, mode, t, t_cap, np.zeros(0),
                                        np.zeros((0, state.size)), rtol, atol, res_tol, budget)
-    a_inf = float(state[0]) if done else float("nan")
-    w_inf = state[1:].copy() if done else np.full(w0.size, np.nan)
+    ended = done or problem.stationary
+    a_inf = float(state[0]) if ended else float("nan")
+    w_inf = state[1:].copy() if ended else np.full(w0.size, np.nan)
     return LeakyFlow(out[:, 0].copy(), out[:, 1:].copy(), a_inf, w_inf, done, budget[0],
-                     nfev + nfev2, problem.slid)
+                     nfev + nfev2, problem.slid, problem.stationary)
 
 
 # -- Theorem 4: the predicted limit ----------------------------------------------------------

@@ -879,7 +879,7 @@ def _solve_leaky(
         flow = lk.leaky_flow(a0[i], w0[i], X, y, rho, eta_a[i], eta_w[i], times, rtol=rtol,
                              atol=atol)
         a[i, 0], w[i, 0] = flow.a, flow.w
-        if flow.converged:
+        if flow.converged or flow.stationary:
             beta_inf[i] = flow.a_inf * flow.w_inf
             flips[i] = int(np.sum(np.sign(X @ flow.w_inf) != np.sign(X @ w0[i])))
             sign_inf = float(np.sign(flow.a_inf))
@@ -918,9 +918,12 @@ def _solve_leaky(
                                 "NTK kernel distance S(0, t)")
     ds["beta"].attrs["long_name"] = "beta = a w (a sigma(w^T x) = sigma'(w^T x) beta^T x)"
     ds["beta_inf"] = var(("point", "dim"), beta_inf,
-                         "gradient-flow limit of beta = a w (|a sigma(Xw) - y| < 1e-11)")
+                         "gradient-flow limit of beta = a w (|a sigma(Xw) - y| < 1e-11, or an "
+                         "equilibrium that does not interpolate: see loss)")
+    ds["beta_inf"].attrs["nan_meaning"] = "no limit reached before t = 1e8"
     ds["kkt_residual"] = var(("point",), kkt,
                              "|P_null(X) grad Q(beta_inf)| / sqrt(2 eta_a) (Azulay Thm 4 KKT)")
+    ds["kkt_residual"].attrs["nan_meaning"] = "no limit reached before t = 1e8"
     ds["pattern_flips"] = var(("point",), flips,
                               "samples whose activation sign differs between w0 and w_inf")
     ds["beta_implicit"] = var(("point", "dim"), beta_imp,
