@@ -261,3 +261,14 @@ def test_relu_stops_at_a_dead_equilibrium(cli: Any, tmp_path: Any) -> None:
     grad = fl.a_inf * X.T @ fixed + (M @ best.x if best is not None else 0.0)
     assert np.linalg.norm(grad) <= 1e-9
     ds.close()
+
+
+def test_leaky_batch_is_bitwise_identical_to_single_points() -> None:
+    """Each leaky configuration is integrated on its own, so a batch gives the same bits."""
+    p = random_problem(4)
+    pts = [{**p, "a0": p["a0"] * f, "n_times": 5, "t_max": 2.0} for f in (1.0, 1.3)]
+    together = solve(pts)
+    for i, pt in enumerate(pts):
+        alone = solve([pt])
+        for name in ("w", "a", "beta_inf", "beta_implicit", "kkt_residual"):
+            np.testing.assert_array_equal(together[name].values[i], alone[name].values[0])
