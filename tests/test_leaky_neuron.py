@@ -138,32 +138,24 @@ def gd_limit(p: dict[str, Any], lr: float, steps: int) -> np.ndarray:
     for _ in range(steps):
         z = X @ w
         r = a * leaky(z, rho) - y
-        if r @ r < 1e-24:
+        if r @ r < 1e-20:
             break
         a, w = a - lr * float(r @ leaky(z, rho)), w - lr * a * (X.T @ (leaky_slope(z, rho) * r))
     return a * w
 
 
 def test_sliding_modes_agree_with_gradient_descent() -> None:
-    """In problems whose flow slides along a kink, GD at lr = 1e-3 lands within 40 lr of the
-    event-driven limit (GD keeps P_null w exactly; its error is O(lr))."""
-    checked = 0
-    for k in range(20):
-        p = random_problem(k)
-        fl = leaky_flow(p["a0"], p["w0"], p["X"], p["y"], p["leak"], 1.0, 1.0, np.array([0.0]))
-        if not fl.slid:
-            continue
-        beta_gd = gd_limit(p, 1e-3, 60000)
-        if np.linalg.norm(p["a0"] * leaky(p["X"] @ p["w0"], p["leak"]) - p["y"]) == 0:
-            continue
-        gap = np.linalg.norm(beta_gd - fl.a_inf * fl.w_inf)
-        if not np.isfinite(gap):
-            continue
-        assert gap <= 40 * 1e-3, (k, gap)
-        checked += 1
-        if checked == 2:
-            break
-    assert checked >= 1
+    """In problem 4, the first whose flow slides along a kink, plain GD (lr = 2e-3, 1e-3)
+    converges to the event-driven limit at first order: the gap is <= 40 lr and halves with lr
+    (measured 1.0e-3 -> 5.1e-4 here; 5.1e-4 -> 2.6e-4 to 7.6e-4 -> 3.8e-4 in the other four
+    sliding problems)."""
+    p = random_problem(4)  # the first of the twenty whose flow slides
+    fl = leaky_flow(p["a0"], p["w0"], p["X"], p["y"], p["leak"], 1.0, 1.0, np.array([0.0]))
+    assert fl.slid
+    beta = fl.a_inf * fl.w_inf
+    gaps = [np.linalg.norm(gd_limit(p, lr, 200_000) - beta) for lr in (2e-3, 1e-3)]
+    assert gaps[1] <= 40 * 1e-3, gaps
+    assert 1.8 <= gaps[0] / gaps[1] <= 2.2, gaps
 
 
 def test_rho_one_reproduces_the_linear_neuron() -> None:
