@@ -17,9 +17,11 @@ Theorem 4 (eq. 1.3).
 
 Numerics (:func:`leaky_flow`). The right-hand side jumps where some :math:`z_n` crosses 0, and
 the flow can *slide* along such a surface (a Filippov sliding mode, docs/azulay-theory.md
-§1.3): the flow is integrated piecewise (DOP853) with the activation pattern held fixed inside
-each piece and terminal events at the crossings. Samples on a sliding surface form a set
-:math:`S`: there :math:`(Dr)_S` is replaced by the unique :math:`u_S` with
+§1.3): the flow is integrated piecewise with the activation pattern held fixed inside each
+piece and terminal events at the crossings -- DOP853 over the output times, then LSODA (the
+late phase is stiff when a sample sits on the leaky side: its kernel entries scale with
+:math:`\rho^2`) until the residual falls below its tolerance. Samples on a sliding surface
+form a set :math:`S`: there :math:`(Dr)_S` is replaced by the unique :math:`u_S` with
 :math:`X_S X^\top u = 0` (so :math:`\dot z_S = 0`), which equals :math:`\theta_n r_n` with
 :math:`\theta_n\in[\rho, 1]`; a sample leaves :math:`S` when :math:`\theta_n` reaches
 :math:`\rho` or 1. Both invariants hold for every :math:`\theta`, because :math:`\dot w` stays in
@@ -127,6 +129,26 @@ class LeakyProblem:
         w = state[1:]
         XS = self.X[S]
         w = w - XS.T @ np.linalg.solve(self.gram[np.ix_(S, S)], XS @ w)
+        return np.concatenate([state[:1], w])
+
+    def snap(self, state: np.ndarray, mode: _Mode) -> np.ndarray:
+        """After a mode change, place the samples that sit on their kink up to rounding
+        (:math:`|z_n|\\le\\epsilon_n = 10^{-12}\\max(1, \\|x_n\\|\\|w\\|)`) by one step in
+        :math:`\\mathrm{range}(X^\\top)` (so :math:`P_{\\mathrm{null}}w` does not move): sliding
+        samples exactly on the kink, the others at :math:`z_n = 10^{-2}\\epsilon_n` on the side
+        their pattern assumes. A crossing event then starts strictly on its own side and fires
+        at the next true crossing -- also when the flow first leaves the kink and turns back
+        (a rounding error on the wrong side would never fire, and an exact zero would be
+        mistaken for a root at once)."""
+        w = state[1:]
+        z = self.X @ w
+        eps = 1e-12 * np.maximum(1.0, np.linalg.norm(self.X, axis=1) * np.linalg.norm(w))
+        on = mode.sliding | (np.abs(z) <= eps)
+        if not on.any():
+            return state
+        target = np.where(mode.sliding, 0.0, 1e-2 * eps * mode.side)[on]
+        Xo = self.X[on]
+        w = w + Xo.T @ np.linalg.solve(self.gram[np.ix_(on, on)], target - Xo @ w)
         return np.concatenate([state[:1], w])
 
     def release(self, state: np.ndarray, mode: _Mode) -> None:
@@ -246,7 +268,8 @@ def _integrate(
             tags.append(("stalled", -1))
         sel = (times > t) & (times <= t1)
         sol = solve_ivp(
-            lambda _t, s: problem.rhs(s, mode), (t, t1), state, method="DOP853",
+            lambda _t, s: problem.rhs(s, mode), (t, t1), state,
+            method="DOP853" if res_tol is None else "LSODA",
             t_eval=times[sel] if sel.any() else None, events=fns, rtol=rtol, atol=atol,
             dense_output=False,
         )
@@ -279,6 +302,7 @@ def _integrate(
             mode.sliding[n] = False
             mode.side[n] = -1.0 if kind == "low" else 1.0
             problem.release(state, mode)
+        state = problem.snap(state, mode)
     return state, t, False, nfev
 
 

@@ -916,6 +916,8 @@ def _solve_leaky(
     ds["kernel_distance"] = var(("point", "method", "time"),
                                 _leaky_kernel_distance(a, w, z, X, rho, eta_a, eta_w),
                                 "NTK kernel distance S(0, t)")
+    ds["kernel_distance"].attrs["nan_meaning"] = (
+        "the tangent kernel is zero (leak = 0 and every sample on its dead side)")
     ds["beta"].attrs["long_name"] = "beta = a w (a sigma(w^T x) = sigma'(w^T x) beta^T x)"
     ds["beta_inf"] = var(("point", "dim"), beta_inf,
                          "gradient-flow limit of beta = a w (|a sigma(Xw) - y| < 1e-11, or an "
@@ -956,4 +958,5 @@ def _leaky_kernel_distance(
     K0 = K[:, :, :1]
     inner = np.sum(K0 * K, axis=(-2, -1))
     norms = np.sqrt(np.sum(K * K, axis=(-2, -1)))
-    return 1.0 - inner / (norms[..., :1] * norms)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1.0 - inner / (norms[..., :1] * norms)
