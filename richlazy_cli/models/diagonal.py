@@ -141,13 +141,14 @@ def q_delta(x: Any, delta: float) -> np.ndarray:
     eq. (11)).
 
     ``q_δ(x) = (x² − (δ/2)(δ/2 + √(x² + δ²/4))) √(√(x² + δ²/4) − δ/2) / x``; the removable
-    ``0/0`` at ``x = 0`` evaluates to 0.
+    ``0/0`` at ``x = 0`` evaluates to its limit, ``−max(δ, 0)^{3/2}/2`` (the value of
+    ``(3/(2√2))Ψ_δ(0)``; docs/azulay-theory.md eq. 2.2).
     """
     x = np.asarray(x, dtype=float)
     root = np.sqrt(x * x + 0.25 * delta * delta)
     num = (x * x - 0.5 * delta * (0.5 * delta + root)) * np.sqrt(np.maximum(root - 0.5 * delta, 0))
     safe = np.where(x == 0, 1.0, x)
-    return np.where(x == 0, 0.0, num / safe)
+    return np.where(x == 0, -0.5 * np.maximum(delta, 0.0) ** 1.5, num / safe)
 
 
 def q_delta_prime(x: Any, delta: float) -> np.ndarray:

@@ -45,6 +45,13 @@ flow discretised with time step ``lr`` (``time = lr × step``); vectorised over 
   ``i > r`` have ``α_i = √(δ/η_w), ω_i = 0`` (δ > 0), ``ω_i = √(−δ/η_a), α_i = 0`` (δ < 0) or
   both 0 (δ = 0). Hence ``Δ = δI_h`` exists iff δ > 0 ⇒ ``h ≤ c``, δ < 0 ⇒ ``h ≤ d``
   (δ = 0: any ``h``); other combinations are refused by :meth:`Linear.check`.
+* ``neuron`` (``depth = 1``; docs/azulay-theory.md §3, eq. 3.1): every neuron ``k`` has its own
+  conserved ``δ_k = Δ_kk ~ Unif[δ − delta_spread, δ + delta_spread]`` and ``‖w_k a_kᵀ‖ =
+  scale``, with independent directions ``u_k ~ Unif(S^{d−1})``, ``v_k ~ Unif(S^{c−1})`` (a
+  random sign for ``c = 1``), all from ``rng(seed, "init")``: ``w_k = r_{w,k} u_k``, ``a_k =
+  r_{a,k} v_k`` with ``η_a r_{w,k}² = (κ_k − δ_k)/2``, ``η_w r_{a,k}² = (κ_k + δ_k)/2``,
+  ``κ_k = √(δ_k² + 4η_aη_w scale²)``. The off-diagonal part of Δ is not zero, so no closed
+  function-space flow applies and ``method`` is ``("numeric",)``.
 * ``gaussian``: i.i.d. ``A ~ N(0, sigma_a²/c)``, ``W_1 ~ N(0, sigma_w²/d)`` and hidden
   ``W_l ~ N(0, sigma_w²/h)`` (fan-in), from ``rng(seed, "init")``.
 
@@ -323,6 +330,30 @@ def isotropic_init(
     return Ws, A
 
 
+def neuron_init(
+    d: int, h: int, c: int, delta: float, spread: float, scale: float, eta_a: float,
+    eta_w: float, gen: np.random.Generator,
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """The per-neuron initialisation of the module docstring (``init = "neuron"``, depth 1).
+
+    ``(κ ∓ δ)/2`` are evaluated as ``η_aη_w scale²/((κ ± δ)/2)`` where they would cancel.
+    """
+    deltas = delta + spread * gen.uniform(-1.0, 1.0, size=h)
+    U = gen.standard_normal((h, d))
+    U /= np.linalg.norm(U, axis=1, keepdims=True)
+    V = gen.standard_normal((h, c))
+    V /= np.linalg.norm(V, axis=1, keepdims=True)
+    x = eta_a * eta_w * scale * scale
+    kappa = np.hypot(deltas, 2.0 * math.sqrt(x))
+    big = 0.5 * (kappa + np.abs(deltas))
+    small = x / big
+    p = np.where(deltas >= 0, big, small)  # (κ + δ)/2 = η_w r_a²
+    q = np.where(deltas >= 0, small, big)  # (κ − δ)/2 = η_a r_w²
+    W = np.sqrt(q / eta_a)[:, None] * U
+    A = np.sqrt(p / eta_w)[:, None] * V
+    return [W], A
+
+
 def gaussian_init(
     d: int, h: int, c: int, depth: int, sigma_a: float, sigma_w: float, gen: np.random.Generator
 ) -> tuple[list[np.ndarray], np.ndarray]:
@@ -440,10 +471,16 @@ class Linear(Model):
               low_open=True, batchable=True),
         Param("eta_w", "float", 1.0, "learning rate of every W layer", low=0, low_open=True,
               batchable=True),
-        Param("init", "str", "isotropic", "initialisation", choices=("isotropic", "gaussian")),
-        Param("delta", "float", 0.0, "isotropic init: Δ = η_w AAᵀ − η_a W_L W_Lᵀ = δ I_h",
+        Param("init", "str", "isotropic", "initialisation (neuron: per-neuron δ_k, depth 1)",
+              choices=("isotropic", "gaussian", "neuron")),
+        Param("delta_spread", "float", 0.0,
+              "neuron init: δ_k ~ Unif[δ − delta_spread, δ + delta_spread]", low=0,
               batchable=True),
-        Param("scale", "float", 0.1, "isotropic init: every non-zero singular value of β₀",
+        Param("delta", "float", 0.0,
+              "isotropic init: Δ = η_w AAᵀ − η_a W_L W_Lᵀ = δ I_h; neuron init: centre of δ_k",
+              batchable=True),
+        Param("scale", "float", 0.1,
+              "isotropic init: every non-zero singular value of β₀; neuron init: every ‖β_k‖",
               low=0, low_open=True, batchable=True),
         Param("aligned", "bool", False,
               "isotropic init: singular vectors of β₀ taken from those of Xᵀy (Theorem B.6)"),
@@ -481,6 +518,8 @@ class Linear(Model):
             {"d": 3, "h": 3, "n": 4, "t_max": 1.0, "n_times": 5, "delta": -0.5},
             {"d": 3, "h": 3, "n": 4, "t_max": 1.0, "n_times": 5, "delta": 0.0, "eta_a": 0.5},
             {"d": 3, "h": 2, "n": 4, "t_max": 1.0, "n_times": 5, "depth": 2, "seed": 1},
+            {"d": 3, "h": 4, "n": 4, "t_max": 1.0, "n_times": 5, "init": "neuron",
+             "delta": 1.0, "delta_spread": 0.5},
         ),
         "train": (
             {"d": 3, "h": 3, "n": 4, "steps": 50, "checkpoints": 5, "delta": -0.5},
@@ -509,6 +548,13 @@ class Linear(Model):
             raise BadInput("parameter beta_star: with a data file, store beta_star in the file")
         if values["aligned"] and values["init"] != "isotropic":
             raise BadInput("parameter aligned: applies to init=isotropic only")
+        if values["init"] == "neuron" and values["depth"] != 1:
+            raise BadInput(
+                f"parameter depth: init=neuron is defined for depth = 1 only, got "
+                f"{values['depth']}"
+            )
+        if values.get("delta_spread", 0.0) != 0.0 and values["init"] != "neuron":
+            raise BadInput("parameter delta_spread: applies to init=neuron only")
         if bs is not None:
             if bs.shape == (1, d) and c == 1:
                 values["beta_star"] = bs.T.copy()
@@ -543,6 +589,10 @@ class Linear(Model):
     def _init(point: dict[str, Any], data: Data) -> tuple[list[np.ndarray], np.ndarray]:
         gen = rng(int(point["seed"]), "init")
         d, h, c, depth = (int(point[k]) for k in ("d", "h", "c", "depth"))
+        if point["init"] == "neuron":
+            return neuron_init(d, h, c, float(point["delta"]), float(point["delta_spread"]),
+                               float(point["scale"]), float(point["eta_a"]),
+                               float(point["eta_w"]), gen)
         if point["init"] == "gaussian":
             return gaussian_init(d, h, c, depth, float(point["sigma_a"]),
                                  float(point["sigma_w"]), gen)
@@ -612,8 +662,21 @@ class Linear(Model):
             dWs, dA = gradients(Ws, A, G)
             return -_flatten([ew * g for g in dWs], ea * dA)
 
-        sol = solve_ivp(rhs, (0.0, times[-1]), _flatten(Ws0, A0), method="DOP853",
-                        t_eval=times, rtol=float(pt["rtol"]), atol=float(pt["atol"]))
+        n_w = h * d
+
+        def rhs_shallow(_t: float, theta: np.ndarray) -> np.ndarray:
+            # depth 1: the same products as `rhs` without the identity factors
+            W = theta[:n_w].reshape(h, d)
+            A = theta[n_w:].reshape(h, c)
+            G = data.Sigma @ (W.T @ A) - data.b
+            out = np.empty_like(theta)
+            out[:n_w] = (-ew * (A @ G.T)).ravel()
+            out[n_w:] = (-ea * (W @ G)).ravel()
+            return out
+
+        sol = solve_ivp(rhs_shallow if depth == 1 else rhs, (0.0, times[-1]),
+                        _flatten(Ws0, A0), method="DOP853", t_eval=times,
+                        rtol=float(pt["rtol"]), atol=float(pt["atol"]))
         ok = bool(sol.success) and bool(np.all(np.isfinite(sol.y)))
         f0 = ntk_factors(Ws0, A0, ea, ew)
         D0 = conserved_delta(Ws0, A0, ea, ew)

@@ -522,6 +522,16 @@ class SingleNeuron(Model):
 
     ``phi`` is NaN where :math:`w = 0` (e.g. at ``t = 0`` when ``beta0 = 0``, ``delta > 0``).
 
+    Azulay et al.'s scale and shape: ``alpha`` and ``s`` (given together) set
+    :math:`a_0 = \sqrt{\alpha(1+s)/(1-s)}`, :math:`w_0 = \sqrt{\alpha(1-s)/(1+s)}\,\hat\beta_0`
+    (:func:`~richlazy_cli.models.fc_neuron.fc_init`; docs/azulay-theory.md eq. 2.1).
+
+    Leaky neuron: ``leak`` :math:`\rho < 1` trains :math:`f(x) = a\sigma(w^\top x)`,
+    :math:`\sigma(z) = \max(z, \rho z)` (Azulay et al. 2021, Thm 4; docs/azulay-theory.md §1),
+    with data ``X``, ``y`` of full row rank and ``method=numeric`` only; it adds ``beta_inf``,
+    ``kkt_residual``, ``pattern_flips``, ``beta_implicit`` and ``implicit_converged``
+    (:func:`_solve_leaky`). ``leak = 1`` is the linear neuron, unchanged.
+
     Both methods give a configuration the same bits alone and in any batch: ``exact`` is
     elementwise, and ``numeric`` integrates one configuration at a time.
     """
@@ -574,6 +584,16 @@ class SingleNeuron(Model):
         Param("w0", "vector", None,
               "optional initial first-layer weights (d values); given together with a0",
               optional=True, batchable=True),
+        Param("alpha", "float", None,
+              "optional Azulay scale alpha = |a0| |w0|; with s, sets a0 and w0 (w0 along beta0)",
+              optional=True, batchable=True, low=0.0, low_open=True),
+        Param("s", "float", None,
+              "optional Azulay shape s = (|a0| - |w0|)/(|a0| + |w0|) in (-1, 1); given with alpha",
+              optional=True, batchable=True, low=-1.0, high=1.0, low_open=True, high_open=True),
+        Param("leak", "float", 1.0,
+              "slope rho of sigma(z) = max(z, rho z) for z < 0: 1 is the linear neuron; "
+              "rho < 1 (Azulay Thm 4) needs X, y and method=numeric",
+              low=0.0, high=1.0),
     )
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
@@ -581,6 +601,10 @@ class SingleNeuron(Model):
             {"delta": -0.5, "beta0": [0.5, 0.5], "eta_a": 2.0, "t_max": 2.0, "n_times": 11},
             {"X": [[1.0, 0.0]], "y": [1.0], "a0": 0.3, "w0": [0.3, 0.4], "method": "numeric",
              "t_max": 2.0, "n_times": 11},
+            {"alpha": 0.1, "s": 0.5, "t_max": 2.0, "n_times": 13},
+            {"d": 3, "X": [[1.0, 0.0, 0.5], [0.0, 1.0, -0.5]], "y": [1.0, -1.0], "leak": 0.5,
+             "beta0": [0.3, 0.2, 0.1], "beta_star": [1.0, 0.0, 0.0],
+             "method": "numeric", "t_max": 2.0, "n_times": 11},
         ),
     }
 
@@ -604,6 +628,24 @@ class SingleNeuron(Model):
         if (X is None) != (y is None):
             missing = "y" if y is None else "X"
             raise BadInput(f"parameter {missing}: X and y must be given together")
+        leak = float(values.get("leak", 1.0))
+        if leak < 1.0:
+            if X is None:
+                raise BadInput(
+                    f"parameter leak: leak = {leak:g} < 1 needs data X and y (the whitened "
+                    "beta_star form is the linear neuron's)"
+                )
+            if method != "numeric":
+                raise BadInput(
+                    f"parameter method: method={method} has a closed form for the linear neuron "
+                    f"only; leak = {leak:g} < 1 needs method=numeric"
+                )
+            Xa = np.asarray(X, dtype=float)
+            if Xa.shape[0] > Xa.shape[1] or np.linalg.matrix_rank(Xa) < Xa.shape[0]:
+                raise BadInput(
+                    f"parameter X: leak < 1 needs X of full row rank n <= d (here "
+                    f"{Xa.shape[0]}x{Xa.shape[1]}), so that the neuron can interpolate"
+                )
         if X is not None:
             X = np.asarray(X, dtype=float)
             y = np.asarray(y, dtype=float)
@@ -631,6 +673,21 @@ class SingleNeuron(Model):
             if not np.any(np.asarray(values["beta_star"])):
                 raise BadInput("parameter beta_star: must be nonzero")
 
+        alpha, shape = values.get("alpha"), values.get("s")
+        if (alpha is None) != (shape is None):
+            raise BadInput("parameter alpha: Azulay's alpha and s must be given together")
+        if alpha is not None:
+            if values.get("a0") is not None or values.get("w0") is not None:
+                raise BadInput("parameter alpha: give either alpha and s, or a0 and w0")
+            length("beta0")
+            u = np.asarray(values["beta0"], dtype=float)
+            if not np.any(u):
+                raise BadInput("parameter beta0: with alpha and s, beta0 gives the direction of "
+                               "w0 and must be nonzero")
+            from .fc_neuron import fc_init
+
+            a_fc, w_fc, _ = fc_init(float(alpha), float(shape), u)
+            values["a0"], values["w0"] = a_fc, w_fc
         a0, w0 = values.get("a0"), values.get("w0")
         if (a0 is None) != (w0 is None):
             raise BadInput(
@@ -659,6 +716,8 @@ class SingleNeuron(Model):
     def cost(cls, values: Any) -> float:
         if values["method"] == "exact":
             return 1.0
+        if float(values.get("leak", 1.0)) < 1.0:
+            return 100.0 + values["t_max"] * (1.0 + abs(values["delta"]))
         return 10.0 + values["t_max"] * (1.0 + abs(values["delta"]))
 
     # -- the action ------------------------------------------------------------------------
@@ -675,6 +734,8 @@ class SingleNeuron(Model):
             delta = batch.column("delta").astype(float)
             a0, w0 = init_from_beta(batch.column("beta0").reshape(B, d), delta, eta_a, eta_w)
         times = np.linspace(0.0, float(batch["t_max"]), int(batch["n_times"]))
+        if float(batch.values.get("leak", 1.0)) < 1.0:
+            return _solve_leaky(batch, a0, w0, delta, eta_a, eta_w, times, progress)
         X, y = batch["X"], batch["y"]
         if X is None:
             G = None
@@ -792,3 +853,128 @@ class SingleNeuron(Model):
             },
             coords=coords,
         )
+
+
+def _solve_leaky(
+    batch: Batch,
+    a0: np.ndarray,
+    w0: np.ndarray,
+    delta: np.ndarray,
+    eta_a: np.ndarray,
+    eta_w: np.ndarray,
+    times: np.ndarray,
+    progress: Progress | None,
+) -> xr.Dataset:
+    r"""``solve`` for ``leak`` :math:`\rho < 1`: the leaky neuron of Azulay et al. (2021), Thm 4.
+
+    Integrates each configuration piecewise through its activation-pattern changes
+    (:func:`~richlazy_cli.models.leaky_neuron.leaky_flow`; docs/azulay-theory.md §1) and adds
+    the limit ``beta_inf``, ``kkt_residual`` (eq. 1.3, from :math:`\beta_\infty` and
+    :math:`\beta_0` alone), ``pattern_flips``, ``beta_implicit`` (``least_squares`` on eq. 1.5,
+    started from the linear neuron's prediction, then from the closed form eq. 1.4) and
+    ``implicit_converged``. The sign :math:`\varsigma` is :math:`\mathrm{sgn}\,a_0` when
+    :math:`\delta\ge0` (then :math:`a` never changes sign), otherwise that of the integrated
+    :math:`a(\infty)`. For :math:`\rho = 0` (ReLU, outside Theorem 4) ``beta_implicit`` is NaN.
+    """
+    from . import leaky_neuron as lk
+
+    B = batch.size
+    d = w0.shape[1]
+    rho = float(batch["leak"])
+    X = np.asarray(batch["X"], dtype=float)
+    y = np.asarray(batch["y"], dtype=float)
+    rtol = min(float(batch["rtol"]), 1e-12)
+    atol = min(float(batch["atol"]), 1e-14)
+    T = times.size
+    a = np.empty((B, 1, T))
+    w = np.empty((B, 1, T, d))
+    beta_inf = np.full((B, d), np.nan)
+    beta_imp = np.full((B, d), np.nan)
+    kkt = np.full(B, np.nan)
+    flips = np.zeros(B, dtype=np.int64)
+    conv = np.zeros(B, dtype=np.int8)
+    for i in range(B):
+        flow = lk.leaky_flow(a0[i], w0[i], X, y, rho, eta_a[i], eta_w[i], times, rtol=rtol,
+                             atol=atol)
+        a[i, 0], w[i, 0] = flow.a, flow.w
+        if flow.converged or flow.stationary:
+            beta_inf[i] = flow.a_inf * flow.w_inf
+            flips[i] = int(np.sum(np.sign(X @ flow.w_inf) != np.sign(X @ w0[i])))
+            sign_inf = float(np.sign(flow.a_inf))
+            kkt[i] = lk.kkt_residual(X, beta_inf[i], a0[i] * w0[i], delta[i], eta_a[i],
+                                     eta_w[i], float(np.sign(a0[i])), sign_inf)
+        sign = float(np.sign(a0[i])) if delta[i] >= 0 else float(np.sign(flow.a_inf))
+        if rho > 0 and np.isfinite(sign) and sign != 0:
+            lin = implicit_interpolant(X, y, w0[i : i + 1], delta[i : i + 1], eta_a[i : i + 1],
+                                       eta_w[i : i + 1], np.array([sign]))[0]
+            # the linear neuron's prediction, as weights with a = sign |a|, then as lambda
+            a_lin, _ = init_from_beta(lin[None, :], delta[i : i + 1], eta_a[i : i + 1],
+                                      eta_w[i : i + 1])
+            lam0 = np.linalg.solve(X @ X.T, X @ (lin / (sign * a_lin[0])))
+            ai, wi, ok = lk.implicit_least_squares(X, y, w0[i], delta[i], rho, eta_a[i],
+                                                   eta_w[i], sign, lam0)
+            if not ok:  # restart from the closed form (eq. 1.4)
+                _, wc = lk.implicit_closed_form(X, y, w0[i], delta[i], rho, eta_a[i],
+                                                eta_w[i], sign)
+                ai, wi, ok = lk.implicit_least_squares(
+                    X, y, w0[i], delta[i], rho, eta_a[i], eta_w[i], sign,
+                    np.linalg.solve(X @ X.T, X @ wc))
+            beta_imp[i] = ai * wi
+            conv[i] = int(ok)
+        if progress is not None:
+            progress((i + 1) / B)
+    G = X.T @ X
+    c = np.broadcast_to(X.T @ y, (B, d))
+    ref = np.broadcast_to(np.linalg.pinv(X) @ y, (B, d))
+    ds = SingleNeuron._dataset(a, w, eta_a, eta_w, G, X, y, c, ref, times, ["numeric"])
+    z = np.einsum("bmtd,nd->bmtn", w, X)
+    r = a[..., None] * lk.leaky(z, rho) - y
+    ds["loss"] = var(("point", "method", "time"), 0.5 * np.sum(r * r, axis=-1),
+                     "training loss 1/2 |a sigma(X w) - y|^2")
+    ds["kernel_distance"] = var(("point", "method", "time"),
+                                _leaky_kernel_distance(a, w, z, X, rho, eta_a, eta_w),
+                                "NTK kernel distance S(0, t)")
+    ds["kernel_distance"].attrs["nan_meaning"] = (
+        "the tangent kernel is zero (leak = 0 and every sample on its dead side)")
+    ds["beta"].attrs["long_name"] = "beta = a w (a sigma(w^T x) = sigma'(w^T x) beta^T x)"
+    ds["beta_inf"] = var(("point", "dim"), beta_inf,
+                         "gradient-flow limit of beta = a w (|a sigma(Xw) - y| < 1e-11, or an "
+                         "equilibrium that does not interpolate: see loss)")
+    ds["beta_inf"].attrs["nan_meaning"] = "no limit reached before t = 1e8"
+    ds["kkt_residual"] = var(("point",), kkt,
+                             "|P_null(X) grad Q(beta_inf)| / sqrt(2 eta_a) (Azulay Thm 4 KKT)")
+    ds["kkt_residual"].attrs["nan_meaning"] = "no limit reached before t = 1e8"
+    ds["pattern_flips"] = var(("point",), flips,
+                              "samples whose activation sign differs between w0 and w_inf")
+    ds["beta_implicit"] = var(("point", "dim"), beta_imp,
+                              "Theorem 4 prediction (least_squares on the invariants)")
+    ds["beta_implicit"].attrs["nan_meaning"] = "leak = 0 (ReLU): no prediction"
+    ds["implicit_converged"] = var(("point",), conv,
+                                   "1 if the least_squares solve of beta_implicit converged")
+    if progress is not None:
+        progress(1.0)
+    return ds
+
+
+def _leaky_kernel_distance(
+    a: np.ndarray, w: np.ndarray, z: np.ndarray, X: np.ndarray, rho: float,
+    eta_a: np.ndarray, eta_w: np.ndarray,
+) -> np.ndarray:
+    r"""Kernel distance of the leaky neuron's training-set NTK
+    :math:`K = D X (\eta_w a^2 I + \eta_a w w^\top) X^\top D`, :math:`D = \mathrm{diag}
+    (\sigma'(Xw))` (per-sample gradients :math:`\partial_a f = \sigma(z_n)`,
+    :math:`\partial_w f = a\sigma'(z_n)x_n`). Shapes: ``a`` (B, M, T), ``w`` (B, M, T, d),
+    ``z`` (B, M, T, n)."""
+    from .leaky_neuron import leaky_slope
+
+    ea = eta_a[:, None, None, None, None]
+    ew = eta_w[:, None, None, None, None]
+    D = leaky_slope(z, rho)
+    gram = X @ X.T
+    K = D[..., :, None] * D[..., None, :] * (
+        ew * (a * a)[..., None, None] * gram + ea * z[..., :, None] * z[..., None, :])
+    K0 = K[:, :, :1]
+    inner = np.sum(K0 * K, axis=(-2, -1))
+    norms = np.sqrt(np.sum(K * K, axis=(-2, -1)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1.0 - inner / (norms[..., :1] * norms)

@@ -436,6 +436,10 @@ def build_report(
         if kind == "scaling":
             for rf in files:
                 figures += _scaling_figures(rf, out_dir, fmt, fields[rf.stem])
+        elif kind in ("auto", "theory"):
+            from .theory_extra import extra_figures
+
+            figures += extra_figures(files, out_dir, fmt, fields)
 
     stats = {rf.stem: {v: variable_stats(rf, v) for v in names[rf.stem]} for rf in files}
     summary = {"inputs": [str(p) for p in inputs], "figures": figures, "variables": stats,
