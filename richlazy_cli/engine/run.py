@@ -104,7 +104,8 @@ class Estimate:
 
     def describe(self) -> str:
         s = self.seconds
-        when = f"{s:.2g} s" if s < 90 else f"{s / 60:.2g} min" if s < 5400 else f"{s / 3600:.2g} h"
+        when = (f"{s:.2g} s" if s < 90 else f"{s / 60:.2g} min" if s < 5400
+                else f"{s / 3600:.2g} h" if s < 172800 else f"{s / 86400:.3g} days")
         return (
             f"≈ {when} on {self.workers} worker{'s' if self.workers != 1 else ''} "
             f"(probe of {self.probe_points} point: {self.probe_seconds:.2g} s, "
@@ -412,9 +413,10 @@ one-off costs of a first call (imports, compiling kernels) do not dominate the e
 def estimate(job: Job, plan: Plan) -> Estimate | None:
     """Estimate the wall time of ``plan`` from one timed point and the model's cost.
 
-    The cheapest pending point (by :meth:`.Model.cost`) is computed here, alone; its time,
-    scaled by the total cost over its cost and divided among the workers, is the estimate.
-    Chunks vectorise several points per call, so a run is usually faster than this.
+    The cheapest pending point (by :meth:`.Model.cost`), shortened by :meth:`.Model.probe`
+    (fewer steps, a shorter horizon), is computed here, alone; its time, scaled by the total
+    cost over its cost and divided among the workers, is the estimate. Chunks vectorise
+    several points per call, so a run is usually faster than this.
     """
     if not plan.chunks:
         return None
@@ -423,8 +425,11 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
     values = kept if kept is not None else [job.values(int(i)) for i in pending]
     costs = np.array([job.model.cost(v) for v in values], dtype=float)
     cheapest = int(np.argmin(costs))
+    probe_values = job.model.probe(values[cheapest])
+    job.model.check(job.action, probe_values)
+    probe_cost = job.model.cost(probe_values)
     task = ChunkTask(
-        job.model.name, job.action, pending[cheapest : cheapest + 1], [values[cheapest]],
+        job.model.name, job.action, pending[cheapest : cheapest + 1], [probe_values],
         checked=True,
     )
     timings: list[float] = []
@@ -435,7 +440,7 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
         if timings[0] >= PROBE_REPEAT_BELOW:
             break
     probe = min(timings)
-    scale = float(costs.sum()) / costs[cheapest] if costs[cheapest] > 0 else len(costs)
+    scale = float(costs.sum()) / probe_cost if probe_cost > 0 else len(costs)
     return Estimate(probe * scale / plan.workers, probe, 1, plan.workers)
 
 

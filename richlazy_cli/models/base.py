@@ -196,6 +196,14 @@ class Model:
         return 1.0
 
     @classmethod
+    def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """A shorter configuration of the same kind, to time for ``sweep --dry-run``'s
+        estimate: the engine times it and scales by the ratio of :meth:`cost` values, so the
+        probe must keep every size that the cost depends on except its length (steps, time).
+        Default: the configuration itself."""
+        return dict(values)
+
+    @classmethod
     def max_workers(cls, values: Mapping[str, Any]) -> int | None:
         """The most workers that can compute configurations like ``values`` at once on one
         machine, or None for no limit (the default). A model that computes on a GPU returns

@@ -663,6 +663,16 @@ class Hermite(Model):
             values["lr"] = 0.1 / d**2
 
     @classmethod
+    def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The same configuration over a shorter horizon (solve: t_max ≤ 20; train: ≤ 2000
+        steps), without stopping early: the cost is linear in either."""
+        short = dict(values)
+        short["t_max"] = min(float(values["t_max"]), 20.0)
+        short["steps"] = min(int(values["steps"]), 2000)
+        short["early_stop"] = short["stop_on_recovery"] = False
+        return short
+
+    @classmethod
     def max_workers(cls, values: Mapping[str, Any]) -> int | None:
         """One worker per GPU on the torch backend with a GPU device."""
         from ._two_layer_torch import gpu_workers

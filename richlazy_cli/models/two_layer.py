@@ -55,6 +55,9 @@ from . import _two_layer_kernels as kern
 from .base import Batch, Model, Progress, register, var
 from .params import BadInput, Param
 
+PROBE_STEPS = 200
+"""Steps of the configuration that ``sweep --dry-run`` times (:meth:`TwoLayer.probe`)."""
+
 DIVERGENCE_FACTOR = 1e6
 """A configuration diverges when its loss exceeds this multiple of its initial loss."""
 
@@ -166,6 +169,17 @@ class TwoLayer(Model):
             _two_layer_torch.resolve_device(values["device"])  # BadInput: no torch, no GPU
         elif values["device"] == "cuda":
             raise BadInput("parameter device: cuda needs backend = torch")
+
+    @classmethod
+    def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The same configuration for at most 200 steps (the cost is linear in the steps)."""
+        short = dict(values)
+        short["steps"] = min(int(values["steps"]), PROBE_STEPS)
+        if values.get("checkpoints") is not None:
+            ck = np.asarray(values["checkpoints"])
+            short["checkpoints"] = ck[ck <= short["steps"]] if np.any(ck <= short["steps"]) \
+                else np.array([0], dtype=np.int64)
+        return short
 
     @classmethod
     def max_workers(cls, values: Mapping[str, Any]) -> int | None:
