@@ -12,7 +12,7 @@ RESULTS := results
 REPORTS := reports
 
 .PHONY: install demo test test-slow lint bench clean help fig3 fig1b-small fig1a azulay-small \
-	fig5a fig5b-small fig7 fig8 fig10
+	fig5a fig5b-small fig7 fig8 fig10 linear-b1 ren-sgd-dscaling ren-width
 
 help:
 	@echo "make install   create .venv and install richlazy (editable, all extras)"
@@ -23,6 +23,8 @@ help:
 	@echo "make fig3      single-neuron theory against simulation -> reports/fig3/index.html"
 	@echo "make fig1b-small  two-layer (tau, delta) phase diagram -> reports/fig1b-small/"
 	@echo "make fig1a fig5a fig5b-small fig7 fig8 fig10  Kunin et al. figures -> reports/<name>/"
+	@echo "make linear-b1 azulay-small  linear and diagonal theory -> reports/<name>/"
+	@echo "make ren-sgd-dscaling ren-width  Ren et al. scaling laws -> reports/<name>/"
 
 install: $(STAMP)
 
@@ -56,6 +58,21 @@ fig7: $(REPORTS)/fig7/index.html
 fig8: $(REPORTS)/fig8/index.html
 fig10: $(REPORTS)/fig10-reduced/index.html
 azulay-small: $(REPORTS)/azulay-diagonal-small/index.html
+ren-sgd-dscaling: $(REPORTS)/ren-sgd-dscaling/index.html
+ren-width: $(REPORTS)/ren-width/index.html
+
+# Ren et al.'s scaling fits (report --kind scaling)
+$(REPORTS)/ren-%/index.html: $(RESULTS)/ren-%.h5
+	$(RICHLAZY) report $< -o $(REPORTS)/ren-$* --kind scaling -q
+	@echo "report: $@"
+
+# Theorem B.1: three network shapes, one figure
+LINEAR_B1 := $(RESULTS)/linear-b1-narrowing.h5 $(RESULTS)/linear-b1-expanding.h5 \
+	$(RESULTS)/linear-b1-wide.h5
+$(REPORTS)/linear-b1/index.html: $(LINEAR_B1)
+	$(RICHLAZY) report $^ -o $(REPORTS)/linear-b1 -q
+	@echo "report: $@"
+linear-b1: $(REPORTS)/linear-b1/index.html
 
 # -- the demo: a small two-layer (tau, delta) sweep and the single-neuron delta sweep ---------
 DEMO_RESULTS := $(RESULTS)/demo/two-layer.h5 $(RESULTS)/demo/single-neuron-delta.h5
