@@ -157,12 +157,12 @@ def test_teacher_alignment_agrees_with_numpy() -> None:
 def test_a_gpu_backend_starts_one_worker_per_gpu(monkeypatch: Any) -> None:
     from richlazy_cli.engine.job import Job, RunOptions
     from richlazy_cli.engine.run import make_plan
-    from richlazy_cli.models import _two_layer_torch
+    from richlazy_cli.models import _torch_device
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    assert _two_layer_torch.gpu_workers({"backend": "torch", "device": "cuda"}) == 2
-    assert _two_layer_torch.gpu_workers({"backend": "torch", "device": "cpu"}) is None
-    assert _two_layer_torch.gpu_workers({"backend": "numpy", "device": "cpu"}) is None
+    assert _torch_device.gpu_workers({"backend": "torch", "device": "cuda"}) == 2
+    assert _torch_device.gpu_workers({"backend": "torch", "device": "cpu"}) is None
+    assert _torch_device.gpu_workers({"backend": "numpy", "device": "cpu"}) is None
     monkeypatch.setattr(TwoLayer, "max_workers", classmethod(lambda cls, values: 1))
     job = Job.build("two-layer", "train", {"steps": 2}, [("tau", "0.5,1,2,3")])
     plan = make_plan(job, RunOptions(jobs=8, chunk_size=1), None)

@@ -38,56 +38,10 @@ from typing import Any
 
 import numpy as np
 
-DEVICES = ("cpu", "cuda", "auto")
+from ._torch_device import import_torch
 
 _CHECKPOINT_BATCH_BYTES = 1 << 30
 """Largest scratch (bytes) of one slice of configurations when computing checkpoint metrics."""
-
-
-def import_torch() -> Any:
-    """Import torch, or raise :class:`~richlazy_cli.errors.BadInput` naming the extra."""
-    from ..errors import BadInput
-
-    try:
-        import torch
-    except ImportError:
-        raise BadInput(
-            "backend torch needs PyTorch: pip install 'richlazy[practice]'"
-        ) from None
-    return torch
-
-
-def resolve_device(name: str) -> str:
-    """``cpu``, ``cuda`` or ``auto`` (cuda when available) as a torch device string; BadInput
-    for ``cuda`` on a machine without a usable GPU."""
-    from ..errors import BadInput
-
-    torch = import_torch()
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise BadInput("parameter device: cuda was asked for, but no CUDA GPU is available")
-    return name
-
-
-def gpu_workers(values: Any) -> int | None:
-    """One worker per GPU for configurations on the torch backend's GPU (``max_workers``)."""
-    if values.get("backend") != "torch" or values.get("device") == "cpu":
-        return None
-    try:
-        import torch
-    except ImportError:
-        return None
-    count = torch.cuda.device_count()
-    return count or None
-
-
-def device_description(device: str) -> str:
-    """The device in words for the provenance (GPU model for cuda)."""
-    torch = import_torch()
-    if device.startswith("cuda"):
-        return f"cuda ({torch.cuda.get_device_name(0)})"
-    return "cpu"
 
 
 _EXACT: dict[tuple[Any, ...], bool] = {}

@@ -86,6 +86,13 @@ from scipy.optimize import brentq
 
 from ..errors import Status
 from ._hermite_sgd import run_online_sgd
+from ._torch_device import (
+    backend_params,
+    check_backend,
+    gpu_workers,
+    import_torch,
+    resolve_device,
+)
 from .base import Batch, Model, Progress, register, rng, var
 from .params import BadInput, Param
 
@@ -592,11 +599,8 @@ class Hermite(Model):
               low=1),
         Param("seed", "int", 0, "random seed (initial directions; SGD samples)", low=0),
         Param("save_params", "bool", False, "also store the weights v over (time, neuron, dim)"),
-        Param("backend", "str", "numpy", "solve: numpy (SciPy's integrators, the reference) or "
-              "torch (the batch's flows at once on a device, Dormand-Prince 5(4))",
-              choices=("numpy", "torch")),
-        Param("device", "str", "cpu", "device of the torch backend: cpu, cuda or auto (cuda "
-              "when available)", choices=("cpu", "cuda", "auto")),
+        *backend_params("solve: SciPy's integrators, the reference",
+                        "solve: the batch's flows at once on a device, Dormand-Prince 5(4)"),
     )
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
@@ -654,11 +658,7 @@ class Hermite(Model):
             if values["method"] != "RK45":
                 raise BadInput(f"parameter method: the torch backend integrates with RK45, "
                                f"not {values['method']}")
-            from ._two_layer_torch import resolve_device
-
-            resolve_device(values["device"])  # BadInput without torch or without a GPU
-        elif values["device"] == "cuda":
-            raise BadInput("parameter device: cuda needs backend = torch")
+        check_backend(values)  # BadInput: no torch, no GPU, cuda without torch
         if action == "train" and values["lr"] is None:
             values["lr"] = 0.1 / d**2
 
@@ -675,8 +675,6 @@ class Hermite(Model):
     @classmethod
     def max_workers(cls, values: Mapping[str, Any]) -> int | None:
         """One worker per GPU on the torch backend with a GPU device."""
-        from ._two_layer_torch import gpu_workers
-
         return gpu_workers(values)
 
     @classmethod
@@ -776,11 +774,11 @@ class Hermite(Model):
         w_th = np.stack([tp[1] for tp in pairs])
         atol = 1e-3 * batch["rtol"] * sigma0 / math.sqrt(d)
         if batch["backend"] == "torch":
-            from . import _hermite_torch, _two_layer_torch
+            from . import _hermite_torch
 
-            device = _two_layer_torch.resolve_device(batch["device"])
+            device = resolve_device(batch["device"])
             res = _hermite_torch.integrate_flow(
-                _two_layer_torch.import_torch(), sigma0[:, None, None] * U0[None], a, c, times,
+                import_torch(), sigma0[:, None, None] * U0[None], a, c, times,
                 batch["rtol"], atol, _R_FLOOR, RECOVERY, device, batch["save_params"], progress,
                 batch["early_stop"], np.isfinite(t_th), SETTLE_TOL)
             loss, overlap, norm, t_rec = res["loss"], res["overlap"], res["norm"], res["t_recover"]

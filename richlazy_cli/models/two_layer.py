@@ -52,6 +52,13 @@ from ..errors import Status
 from . import _two_layer_data as tl_data
 from . import _two_layer_geometry as geo
 from . import _two_layer_kernels as kern
+from ._torch_device import (
+    backend_params,
+    check_backend,
+    device_description,
+    gpu_workers,
+    resolve_device,
+)
 from .base import Batch, Model, Progress, register, var
 from .params import BadInput, Param
 
@@ -134,11 +141,8 @@ class TwoLayer(Model):
               "y_test (data = npz)", optional=True),
         Param("save_surface", "bool", False, "d = 2: also return f and the parity of the "
               "activation pattern on 720 angles of the circle at every checkpoint"),
-        Param("backend", "str", "numpy", "numpy (the reference: compiled loop, BLAS) or torch "
-              "(the whole batch as one computation, on a CPU or GPU)",
-              choices=("numpy", "torch")),
-        Param("device", "str", "cpu", "device of the torch backend: cpu, cuda or auto (cuda "
-              "when available)", choices=("cpu", "cuda", "auto")),
+        *backend_params("the reference: compiled loop, BLAS",
+                        "the whole batch as one computation, on a CPU or GPU"),
     )
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (
@@ -163,12 +167,7 @@ class TwoLayer(Model):
                 f"parameter checkpoints: every step must be in [0, steps={values['steps']}]"
             )
         tl_data.check_data(values)
-        if values["backend"] == "torch":
-            from . import _two_layer_torch
-
-            _two_layer_torch.resolve_device(values["device"])  # BadInput: no torch, no GPU
-        elif values["device"] == "cuda":
-            raise BadInput("parameter device: cuda needs backend = torch")
+        check_backend(values)  # BadInput: no torch, no GPU, cuda without torch
 
     @classmethod
     def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -184,8 +183,6 @@ class TwoLayer(Model):
     @classmethod
     def max_workers(cls, values: Mapping[str, Any]) -> int | None:
         """One worker per GPU on the torch backend with a GPU device."""
-        from ._two_layer_torch import gpu_workers
-
         return gpu_workers(values)
 
     @classmethod
@@ -225,13 +222,7 @@ class TwoLayer(Model):
         n = int(v["n"])
         steps = int(v["steps"])
         dtype = np.dtype(v["dtype"])
-        tau = batch.column("tau").astype(np.float64)
-        delta = batch.column("delta").astype(np.float64)
-        leak = batch.column("leak").astype(np.float64)
-        lr = batch.column("lr").astype(np.float64)
-        lr_eff = lr / tau**2 if v["lr_scaling"] == "tau2" else lr.copy()
-        ck = checkpoint_steps(steps, int(v["n_checkpoints"]), v.get("checkpoints"))
-
+        tau, delta, leak, lr_eff, ck = _schedule(batch)
         prob = _problem(v)
         W_init, a_init = kern.initial_params(prob, tau, delta)
         W = W_init.astype(dtype)
@@ -291,26 +282,34 @@ class TwoLayer(Model):
 
         v = batch.values
         n, steps = int(v["n"]), int(v["steps"])
-        tau = batch.column("tau").astype(np.float64)
-        delta = batch.column("delta").astype(np.float64)
-        lr = batch.column("lr").astype(np.float64)
-        lr_eff = lr / tau**2 if v["lr_scaling"] == "tau2" else lr.copy()
-        ck = checkpoint_steps(steps, int(v["n_checkpoints"]), v.get("checkpoints"))
+        tau, delta, leak, lr_eff, ck = _schedule(batch)
         prob = _problem(v)
         W0, a0 = kern.initial_params(prob, tau, delta)
         dtype = np.dtype(v["dtype"])
-        leak = batch.column("leak").astype(np.float64)
         geometry = _geometry(v, prob, W0.astype(dtype).astype(np.float64),
                              a0.astype(dtype).astype(np.float64), leak, len(ck))
-        device = tb.resolve_device(str(v["device"]))
+        device = resolve_device(str(v["device"]))
         run = tb.TorchRun(prob.X, prob.y, prob.X_test, prob.y_test, W0, a0, leak,
                           lr_eff * 2.0 / n, steps, ck, DIVERGENCE_FACTOR, str(v["dtype"]),
                           device, bool(v["save_params"]), geometry.record_rows)
         out = tb.train(run, progress)
         ds = metrics_dataset(out, ck, out["status"], lr_eff, n, kern.alpha_of(tau, delta),
                              bool(v["save_params"]), geometry)
-        ds.attrs["torch_device"] = tb.device_description(device)
+        ds.attrs["torch_device"] = device_description(device)
         return ds
+
+
+def _schedule(batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                     np.ndarray]:
+    """τ, δ and the leak (B,), the effective step ``lr_eff`` (``lr/τ²`` with
+    ``lr_scaling = tau2``) and the checkpoint steps of a batch."""
+    v = batch.values
+    tau = batch.column("tau").astype(np.float64)
+    lr = batch.column("lr").astype(np.float64)
+    lr_eff = lr / tau**2 if v["lr_scaling"] == "tau2" else lr.copy()
+    ck = checkpoint_steps(int(v["steps"]), int(v["n_checkpoints"]), v.get("checkpoints"))
+    return (tau, batch.column("delta").astype(np.float64),
+            batch.column("leak").astype(np.float64), lr_eff, ck)
 
 
 def _problem(v: Mapping[str, Any]) -> kern.Problem:
