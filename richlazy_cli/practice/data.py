@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import random
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,20 +79,22 @@ def _digits24() -> tuple[np.ndarray, np.ndarray]:
     from scipy.ndimage import zoom
 
     X, y = _digits()
-    return zoom(X, (1, 1, 3, 3), order=3), y
+    return np.stack([zoom(img, 3, order=3) for img in X[:, 0]])[:, None], y
 
 
 @functools.cache
 def _mnist1d() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The mnist1d package's default data set, generated procedurally. Its generator seeds
-    NumPy's global state; that state is restored afterwards."""
+    NumPy's and Python's global states; they are restored afterwards."""
     from mnist1d.data import get_dataset_args, make_dataset
 
     state = np.random.get_state()  # noqa: NPY002 (the package's own global seeding)
+    py_state = random.getstate()
     try:
         d = make_dataset(get_dataset_args())
     finally:
         np.random.set_state(state)  # noqa: NPY002
+        random.setstate(py_state)
     return (np.asarray(d["x"], np.float64)[:, None, :], np.asarray(d["y"], np.int64),
             np.asarray(d["x_test"], np.float64)[:, None, :], np.asarray(d["y_test"], np.int64))
 
