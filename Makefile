@@ -11,7 +11,8 @@ JOBS   ?= 2
 RESULTS := results
 REPORTS := reports
 
-.PHONY: install demo test test-slow lint bench clean help fig3 fig1b-small fig1a azulay-small
+.PHONY: install demo test test-slow lint bench clean help fig3 fig1b-small fig1a azulay-small \
+	fig6a-small fig6c-small
 
 help:
 	@echo "make install   create .venv and install richlazy (editable, all extras)"
@@ -21,13 +22,15 @@ help:
 	@echo "make bench     run the benchmark scripts in bench/"
 	@echo "make fig3      single-neuron theory against simulation -> reports/fig3/index.html"
 	@echo "make fig1b-small  two-layer (tau, delta) phase diagram -> reports/fig1b-small/"
+	@echo "make fig6a-small  LeNet kernel/Hamming/parameter distance vs alpha (practice extra)"
+	@echo "make fig6c-small  random hierarchy model: accuracy vs training fraction and alpha"
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dask,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dask,dev,practice]'
 	touch $(STAMP)
 
 # -- the figure pipeline: jobs/*.toml -> results/*.h5 -> reports/<name>/index.html ----------
@@ -47,6 +50,8 @@ fig3: $(REPORTS)/fig3/index.html
 fig1b-small: $(REPORTS)/fig1b-small/index.html
 fig1a: $(REPORTS)/fig1a/index.html
 azulay-small: $(REPORTS)/azulay-diagonal-small/index.html
+fig6a-small: $(REPORTS)/cnn-digits-alpha-small/index.html
+fig6c-small: $(REPORTS)/rhm-alpha-small/index.html
 
 # -- the demo: a small two-layer (tau, delta) sweep and the single-neuron delta sweep ---------
 DEMO_RESULTS := $(RESULTS)/demo/two-layer.h5 $(RESULTS)/demo/single-neuron-delta.h5
