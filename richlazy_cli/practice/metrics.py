@@ -10,7 +10,7 @@ accuracies.
 
   (docs/practice.md eq. (3); the paper does not say which it used, and the trace is the
   cheapest faithful choice).
-* Kernel distance S(0,t) = 1 − ⟨K₀,K_t⟩_F / (‖K₀‖_F ‖K_t‖_F) (Fortuin et al. 2020, as used by
+* Kernel distance S(0,t) = 1 − ⟨K₀,K_t⟩_F / (‖K₀‖_F ‖K_t‖_F) (Fort et al. 2020, as used by
   Kunin et al. 2024 §5; docs/practice.md eq. (4)), computed so that S(0,0) is exactly 0.
 * Hamming distance: the fraction of (probe sample, hidden unit) pairs whose bit
   1[pre-activation > 0] differs from initialisation, over all hidden units (eq. (5)).
