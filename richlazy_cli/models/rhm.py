@@ -37,9 +37,15 @@ from ..practice import hierarchy, nets, torchenv
 from ..practice.metrics import evaluate
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
-from .two_layer import checkpoint_steps
 
 SCHEDULES = ("cosine_clamped", "cosine_torch", "constant")
+
+
+def checkpoint_epochs(epochs: int, n_checkpoints: int) -> np.ndarray:
+    """Epoch 0, ``n_checkpoints`` − 2 log-spaced epochs from 1 and the last epoch, rounded
+    to integers with duplicates removed."""
+    logs = np.round(np.geomspace(1, epochs, max(n_checkpoints - 1, 1))).astype(np.int64)
+    return np.unique(np.concatenate([[0], logs, [epochs]]))
 
 
 def learning_rate(lr0: float, epoch: int, epochs: int, schedule: str) -> float:
@@ -134,7 +140,7 @@ class RHM(Model):
         v = batch.values
         device = torchenv.resolve_device(v["device"])
         epochs = int(v["epochs"])
-        ck = checkpoint_steps(epochs, int(v["n_checkpoints"]), None)
+        ck = checkpoint_epochs(epochs, int(v["n_checkpoints"]))
         B = batch.size
         out = {k: np.full((B, ck.size), np.nan) for k in ("test_acc", "train_acc", "train_loss")}
         n_train = np.zeros(B, dtype=np.int64)
