@@ -276,3 +276,19 @@ def test_sweep_is_bitwise_identical_for_any_jobs_and_chunking(tmp_path: Path, cl
     assert a.attrs["torch_version"] == torch.__version__ and a.attrs["device"] == "cpu"
     a.close()
     b.close()
+
+
+def test_concurrent_sessions_hold_one_thread_until_the_last_ends() -> None:
+    """The threads backend runs model calls side by side in one process: torch stays at one
+    intra-op thread until every one of them has finished."""
+    from richlazy_cli.practice import torchenv
+
+    torch.set_num_threads(2)
+    outer = torchenv.session()
+    outer.__enter__()
+    inner = torchenv.session()
+    inner.__enter__()
+    outer.__exit__(None, None, None)  # the first to start ends first
+    assert torch.get_num_threads() == 1 and torch.are_deterministic_algorithms_enabled()
+    inner.__exit__(None, None, None)
+    assert torch.get_num_threads() == 2 and not torch.are_deterministic_algorithms_enabled()

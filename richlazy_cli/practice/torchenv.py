@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -77,22 +78,36 @@ def torch_dtype(name: str) -> Any:
     return {"float32": torch.float32, "float64": torch.float64}[name]
 
 
+_session_lock = threading.Lock()
+_session_depth = 0
+_saved: tuple[int, bool] = (1, False)
+
+
 @contextlib.contextmanager
 def session() -> Iterator[Any]:
-    """One intra-op thread and deterministic algorithms for the duration of a model call;
-    the process's previous settings are restored afterwards. Yields the torch module."""
+    """One intra-op thread and deterministic algorithms for the duration of a model call.
+
+    The settings are process-wide, and the threads backend runs several model calls in one
+    process at once: they are set when the first concurrent session starts and the
+    process's previous ones restored when the last ends. Yields the torch module."""
+    global _session_depth, _saved
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
     import torch
 
-    threads = torch.get_num_threads()
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    with _session_lock:
+        if _session_depth == 0:
+            _saved = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
+            torch.set_num_threads(1)
+            torch.use_deterministic_algorithms(True)
+        _session_depth += 1
     try:
         yield torch
     finally:
-        torch.use_deterministic_algorithms(deterministic)
-        torch.set_num_threads(threads)
+        with _session_lock:
+            _session_depth -= 1
+            if _session_depth == 0:
+                torch.use_deterministic_algorithms(_saved[1])
+                torch.set_num_threads(_saved[0])
 
 
 def provenance(device: str) -> dict[str, str]:
