@@ -1,4 +1,4 @@
-"""Figures of the practice experiments (docs/rhm.md §5, docs/cnn.md §5), drawn by ``auto``.
+"""Figures of the practice experiments (docs/rhm.md §6, docs/cnn.md §5), drawn by ``auto``.
 
 * ``rhm``: final test accuracy against the training fraction, one curve per α (mean ± 1 s.d.
   over seeds, logarithmic fraction axis), and the sample complexity f*₀.₅(α), the smallest
