@@ -124,7 +124,7 @@ def _rhm(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
     ax.set_xscale("log")
     ax.set_xlabel("training fraction f = P / P_max")
     ax.set_ylabel("test accuracy")
-    ax.set_title("random hierarchy model: test accuracy against training fraction")
+    ax.set_title("random hierarchy model", fontsize="small")
     ax.legend(fontsize="small")
     stars = ", ".join(f"{k}: {'not reached' if v is None else f'{v:.3g}'}"
                       for k, v in f_star.items())
