@@ -12,7 +12,8 @@ RESULTS := results
 REPORTS := reports
 
 .PHONY: install demo test test-slow lint bench clean help fig3 fig1b-small fig1a azulay-small \
-	fig5a fig5b-small fig7 fig8 fig10 linear-b1 ren-sgd-dscaling ren-width
+	fig5a fig5b-small fig7 fig8 fig10 linear-b1 ren-sgd-dscaling ren-width \
+	fig6a-small fig6c-small
 
 help:
 	@echo "make install   create .venv and install richlazy (editable, all extras)"
@@ -25,13 +26,15 @@ help:
 	@echo "make fig1a fig5a fig5b-small fig7 fig8 fig10  Kunin et al. figures -> reports/<name>/"
 	@echo "make linear-b1 azulay-small  linear and diagonal theory -> reports/<name>/"
 	@echo "make ren-sgd-dscaling ren-width  Ren et al. scaling laws -> reports/<name>/"
+	@echo "make fig6a-small  LeNet kernel/Hamming/parameter distance vs alpha (practice extra)"
+	@echo "make fig6c-small  random hierarchy model: accuracy vs training fraction and alpha"
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dask,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dask,dev,practice]'
 	touch $(STAMP)
 
 # -- the figure pipeline: jobs/*.toml -> results/*.h5 -> reports/<name>/index.html ----------
@@ -58,6 +61,8 @@ fig7: $(REPORTS)/fig7/index.html
 fig8: $(REPORTS)/fig8/index.html
 fig10: $(REPORTS)/fig10-reduced/index.html
 azulay-small: $(REPORTS)/azulay-diagonal-small/index.html
+fig6a-small: $(REPORTS)/cnn-digits-alpha-small/index.html
+fig6c-small: $(REPORTS)/rhm-alpha-small/index.html
 ren-sgd-dscaling: $(REPORTS)/ren-sgd-dscaling/index.html
 ren-width: $(REPORTS)/ren-width/index.html
 

@@ -250,9 +250,9 @@ def integrate_flow(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray,
     if device != "cpu":
         return _integrate(torch, V0, a, c, times, rtol, np.asarray(atol), r_floor, recovery,
                           device, save_params, progress, early_stop, rec, settle_tol)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    from ..practice.torchenv import session
+
+    with session():  # one intra-op thread, deterministic algorithms
         parts = []
         for b in range(B):
             def part_progress(f: float, b: int = b) -> None:
@@ -263,8 +263,6 @@ def integrate_flow(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray,
                                     np.asarray(atol)[b:b + 1], r_floor, recovery, "cpu",
                                     save_params, part_progress, early_stop, rec[b:b + 1],
                                     settle_tol))
-    finally:
-        torch.set_num_threads(previous)
     return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
 

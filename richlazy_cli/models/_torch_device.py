@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import BadInput
+from ..practice.torchenv import INSTALL_HINT
 from .params import Param
 
 
@@ -38,9 +39,8 @@ def import_torch() -> Any:
     try:
         import torch
     except ImportError:
-        raise BadInput(
-            "backend torch needs PyTorch: pip install 'richlazy[practice]'"
-        ) from None
+        raise BadInput(f"backend torch needs PyTorch, which is not installed: {INSTALL_HINT}"
+                       ) from None
     return torch
 
 

@@ -31,7 +31,6 @@ batchings.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -107,24 +106,12 @@ def train(run: TorchRun, progress: Any = None) -> dict[str, np.ndarray]:
     """Train every configuration of ``run``; the checkpoint metrics as NumPy arrays
     ``(B, n_checkpoints)`` (NaN after divergence), ``status`` (B,) int8 and, with
     ``save_params``, ``W`` (B, n_ck, h, d) and ``a`` (B, n_ck, h)."""
-    torch = import_torch()
+    import_torch()  # BadInput naming the extra, should torch be missing
     from ..errors import Status
+    from ..practice.torchenv import session
 
-    cpu = run.device == "cpu"
-    if not cpu:  # cuBLAS is deterministic only with a fixed workspace (set before first use)
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    prev_threads = torch.get_num_threads()
-    prev_det = torch.are_deterministic_algorithms_enabled()
-    if cpu:
-        torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True, warn_only=not cpu)
-    try:
-        with torch.no_grad():
-            return _train(torch, run, progress, Status)
-    finally:
-        if cpu:
-            torch.set_num_threads(prev_threads)
-        torch.use_deterministic_algorithms(prev_det)
+    with session() as torch, torch.no_grad():  # one thread, deterministic algorithms
+        return _train(torch, run, progress, Status)
 
 
 def _train(torch: Any, run: TorchRun, progress: Any, Status: Any) -> dict[str, np.ndarray]:

@@ -40,6 +40,7 @@ from . import kunin
 from .data import REDUCTIONS, ResultFile, format_value, resolve_at
 from .figures import Drawn, draw_lines, draw_phase, draw_theory
 from .html import render_index
+from .practice import practice_figures
 from .style import FORMATS, save, style
 from .summary import variable_stats
 
@@ -440,6 +441,9 @@ def build_report(
             from .theory_extra import extra_figures
 
             figures += extra_figures(files, out_dir, fmt, fields)
+        if kind == "auto":  # the practice models' own figures (report/practice.py)
+            for rf in files:
+                figures += practice_figures(rf, out_dir, fmt, fields[rf.stem])
 
     stats = {rf.stem: {v: variable_stats(rf, v) for v in names[rf.stem]} for rf in files}
     summary = {"inputs": [str(p) for p in inputs], "figures": figures, "variables": stats,

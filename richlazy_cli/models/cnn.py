@@ -1,0 +1,243 @@
+"""``cnn``: a LeNet's kernel, Hamming and parameter distances against the relative scale α
+(Kunin et al. 2024 §5, Fig. 6a and App. D.3; docs/cnn.md).
+
+Data: an offline source of :mod:`..practice.data` (default scikit-learn's ``digits``, a
+stratified 80/20 split by ``rng(seed, "split")``), standardised with the training mean and
+standard deviation. The probe set of the metrics is a seed-chosen ``probe_fraction`` of the
+training set (``rng(seed, "probe")``).
+
+Network (docs/cnn.md eq. (1)): ``lenet_digits`` (3×3 convolutions, for 8×8 or 24×24 images) or
+``lenet5`` (5×5, for 28×28 or 32×32 images from an ``npz`` file), He-normal weights, zero
+biases, then conv1 ÷ α and the last dense layer × α (docs/practice.md eq. (1)).
+
+Training (docs/cnn.md eq. (2)): Adam (β = (0.9, 0.999), ε = 1e-8; the paper does not name its
+optimiser) on the mean cross-entropy, mini-batches of ``batch`` from a fresh permutation per
+epoch (``rng(seed, "batches")``, the last batch possibly smaller).
+
+Metrics (docs/practice.md §3) at checkpoint steps: 0, the first ``first_steps`` steps, and the
+ends of the epochs in ``checkpoints`` (default 1, 2, 5, 10, 20, 50, 100, 200, 500, and the last
+epoch): the kernel distance S(0,t) of the empirical NTK over the probe set (float64,
+``torch.func`` Jacobians), the Hamming distance of the probe set's activation bits over every
+hidden unit, the parameter distance and its ratio to ‖θ₀‖, losses and accuracies.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import xarray as xr
+
+from ..errors import BadInput, Status
+from ..practice import data as sources
+from ..practice import metrics, nets, torchenv
+from .base import Batch, Model, Progress, register, rng, var
+from .params import Param
+
+DEFAULT_EPOCHS = (1, 2, 5, 10, 20, 50, 100, 200, 500)
+"""Checkpoint epochs of docs/cnn.md §3 (those past ``epochs`` are dropped; the last is added)."""
+
+
+def checkpoint_steps(epochs: int, steps_per_epoch: int, first_steps: int,
+                     epoch_list: Any) -> np.ndarray:
+    """Sorted unique steps: 0, 1 … ``first_steps``, e·steps_per_epoch for each listed epoch
+    e ≤ ``epochs``, and the last step."""
+    total = epochs * steps_per_epoch
+    listed = np.asarray(DEFAULT_EPOCHS if epoch_list is None else epoch_list, dtype=np.int64)
+    listed = listed[listed <= epochs]
+    steps = np.concatenate([[0], np.arange(1, min(first_steps, total) + 1),
+                            listed * steps_per_epoch, [total]])
+    return np.unique(steps.astype(np.int64))
+
+
+class CNN(Model):
+    """LeNet on offline images: NTK movement, activation changes and parameter motion."""
+
+    name = "cnn"
+    summary = ("LeNet kernel/Hamming/parameter distance against relative scale alpha "
+               "(Kunin et al. Fig. 6a; needs the practice extra)")
+    actions = ("train",)
+    params = (
+        Param("dataset", "str", "digits", "data source", choices=sources.SOURCES),
+        Param("data_file", "path", None, "the .npz file of dataset = npz (X, y[, X_test, "
+              "y_test])", optional=True),
+        Param("arch", "str", "lenet_digits", "network", choices=nets.ARCHS),
+        Param("alpha", "float", 1.0, "relative scale: conv1 / alpha, last dense * alpha",
+              low=0.0, low_open=True, batchable=True),
+        Param("optimizer", "str", "adam", "optimiser (Adam stands in for the paper's unstated "
+              "one)", choices=("adam",)),
+        Param("lr", "float", 1e-4, "learning rate", low=0.0, low_open=True, batchable=True),
+        Param("batch", "int", 512, "mini-batch size", low=1),
+        Param("epochs", "int", 500, "training epochs", low=1),
+        Param("probe_fraction", "float", 0.1, "fraction of the training set in the probe set "
+              "of the metrics", low=0.0, high=1.0, low_open=True),
+        Param("kernel", "str", "trace", "NTK: trace (sum_c J_c J_c^T) or full ((n c) x (n c))",
+              choices=metrics.KERNELS),
+        Param("first_steps", "int", 10, "checkpoint every one of the first steps", low=0),
+        Param("checkpoints", "int_list", None, "checkpoint epochs (default 1, 2, 5, 10, 20, "
+              "50, 100, 200, 500; the last epoch is always added)", low=0, optional=True),
+        Param("seed", "int", 0, "seed of split, probe set, initialisation and batches", low=0,
+              batchable=True),
+        Param("dtype", "str", "float64", "floating-point type of training (metrics in "
+              "float64)", choices=("float64", "float32")),
+        Param("device", "str", "cpu", "cpu, cuda or auto (cuda when present)",
+              choices=("cpu", "cuda", "auto")),
+    )
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
+        "train": (
+            {"epochs": 1, "batch": 256, "first_steps": 2, "probe_fraction": 0.01,
+             "alpha": 1.0, "seed": 0},
+            {"epochs": 1, "batch": 256, "first_steps": 2, "probe_fraction": 0.01,
+             "alpha": 10.0, "seed": 1},
+        ),
+    }
+
+    @classmethod
+    def check(cls, action: str, values: dict[str, Any]) -> None:
+        torchenv.require_torch(cls.name)
+        torchenv.check_device(cls.name, values["device"])
+        if values["dataset"] != "npz" and values.get("data_file") is not None:
+            raise BadInput("parameter data_file: only read when dataset = npz")
+        shape = sources.check_source(values["dataset"], values.get("data_file"))
+        nets.lenet_geometry(values["arch"], shape)
+
+    @classmethod
+    def cost(cls, values: Mapping[str, Any]) -> float:
+        shape = (1, 8, 8) if values["dataset"] == "digits" else (1, 24, 24)
+        if values["dataset"] == "npz" or values["arch"] == "lenet5":
+            shape = (1, 28, 28)
+        size = math.prod(shape) / 64.0
+        n_train = 1437.0 * (1.0 if values["dataset"] != "mnist1d" else 4000 / 1437)
+        train = 215e3 * size * n_train * values["epochs"]
+        n_probe = values["probe_fraction"] * n_train
+        n_ck = 10 + len(DEFAULT_EPOCHS)
+        return (train + n_ck * 10 * n_probe**2 * 2e4 * 2 * size) / 1e9
+
+    # ------------------------------------------------------------------------------------------
+    def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+        v = batch.values
+        device = torchenv.resolve_device(v["device"])
+        B = batch.size
+        results: list[dict[str, np.ndarray]] = []
+        status = np.zeros(B, dtype=np.int8)
+        ck = None
+        with torchenv.session():
+            for i in range(B):
+                p = batch.point(i)
+                split = sources.load(str(v["dataset"]), int(p["seed"]), v.get("data_file"))
+                res, ok, ck_i, spe = _train_one(split, v, p, device)
+                if ck is not None and not np.array_equal(ck, ck_i):
+                    raise AssertionError("checkpoint steps differ within a batch")
+                ck = ck_i
+                results.append(res)
+                status[i] = Status.OK if ok else Status.DIVERGED
+                if progress is not None:
+                    progress((i + 1) / B)
+        assert ck is not None
+        C = ("point", "checkpoint")
+        stacked = {k: np.stack([r[k] for r in results]) for k in results[0]}
+        long = {
+            "kernel_distance": "kernel distance S(0,t) of the empirical NTK over the probe set",
+            "hamming_distance": "fraction of probe (sample, hidden unit) activation bits "
+                                "1[z > 0] differing from initialisation",
+            "param_distance": "parameter distance ||theta_t - theta_0||_2",
+            "rel_param_distance": "relative parameter distance ||theta_t - theta_0|| / "
+                                  "||theta_0||",
+            "train_loss": "training mean cross-entropy",
+            "test_loss": "test mean cross-entropy",
+            "train_acc": "training accuracy",
+            "test_acc": "test accuracy",
+        }
+        data = {k: var(C, stacked[k], text) for k, text in long.items()}
+        for k in data:
+            data[k].attrs["nan_meaning"] = "not reached: the configuration diverged earlier"
+        data["status"] = var(("point",), status, "0 ok, 1 diverged")
+        coords = {
+            "step": var(("checkpoint",), ck, "optimiser step", "steps"),
+            "epoch": var(("checkpoint",), ck / spe, "epoch (steps / steps per epoch)",
+                         "epochs"),
+        }
+        attrs = {"kernel": f"{v['kernel']}: " + (
+            "K = sum_c J_c J_c^T over the logits c" if v["kernel"] == "trace"
+            else "K = [J_c J_c'^T], (n c) x (n c)"),
+            "steps_per_epoch": int(spe), **torchenv.provenance(device)}
+        return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+with torchenv.registering():
+    register(CNN)
+
+
+def _train_one(split: sources.DataSplit, v: Mapping[str, Any], p: Mapping[str, Any],
+               device: str) -> tuple[dict[str, np.ndarray], bool, np.ndarray, int]:
+    """Train one configuration; metrics at the checkpoint steps (docs/cnn.md §3)."""
+    import torch
+    import torch.nn.functional as F
+
+    seed, alpha, lr = int(p["seed"]), float(p["alpha"]), float(p["lr"])
+    dtype = torchenv.torch_dtype(v["dtype"])
+    f64 = torch.float64
+    net = nets.lenet(str(v["arch"]), split.sample_shape)
+    n_train = split.y_train.shape[0]
+    bsz = int(v["batch"])
+    spe = math.ceil(n_train / bsz)
+    epochs = int(v["epochs"])
+    ck = checkpoint_steps(epochs, spe, int(v["first_steps"]), v.get("checkpoints"))
+    n_probe = max(1, round(float(v["probe_fraction"]) * n_train))
+    probe = np.sort(rng(seed, "probe").choice(n_train, n_probe, replace=False))
+
+    X = torch.tensor(split.X_train, dtype=dtype, device=device)
+    y = torch.tensor(split.y_train, device=device)
+    Xt = torch.tensor(split.X_test, dtype=dtype, device=device)
+    yt = torch.tensor(split.y_test, device=device)
+    Xp = torch.tensor(split.X_train[probe], dtype=f64, device=device)
+    theta0 = net.init(rng(seed, "init"), alpha)
+    params = nets.to_torch(theta0, dtype, device, requires_grad=True)
+    params0 = nets.to_torch(theta0, f64, device)
+    plist = list(params.values())
+    opt = torch.optim.Adam(plist, lr=lr, betas=(0.9, 0.999), eps=1e-8, foreach=False)
+    g_batches = rng(seed, "batches")
+    names = ("kernel_distance", "hamming_distance", "param_distance", "rel_param_distance",
+             "train_loss", "test_loss", "train_acc", "test_acc")
+    out = {k: np.full(ck.size, np.nan) for k in names}
+    K0: Any = None
+    bits0: Any = None
+
+    def record(j: int) -> bool:
+        nonlocal K0, bits0
+        with torch.no_grad():
+            p64 = {k: q.detach().to(f64) for k, q in params.items()}
+            out["train_loss"][j], out["train_acc"][j] = metrics.evaluate(net.forward, params, X, y)
+            out["test_loss"][j], out["test_acc"][j] = metrics.evaluate(net.forward, params, Xt, yt)
+            if not math.isfinite(out["train_loss"][j]):
+                return False
+            bits = metrics.activation_bits(net.forward(p64, Xp)[1])
+            out["param_distance"][j], out["rel_param_distance"][j] = metrics.param_distance(
+                p64, params0)
+        K = metrics.ntk(net.forward, p64, Xp, str(v["kernel"]))
+        if K0 is None:
+            K0, bits0 = K, bits
+        out["kernel_distance"][j] = metrics.kernel_distance(K0, K)
+        out["hamming_distance"][j] = metrics.hamming_distance(bits0, bits)
+        return True
+
+    step, j = 0, 0
+    for _epoch in range(epochs):
+        order = torch.as_tensor(g_batches.permutation(n_train), device=device)
+        for b0 in range(0, n_train, bsz):
+            if j < ck.size and step == ck[j]:
+                if not record(j):
+                    return out, False, ck, spe
+                j += 1
+            idx = order[b0:b0 + bsz]
+            logits, _ = net.forward(params, X[idx])
+            loss = F.cross_entropy(logits, y[idx])
+            opt.zero_grad(set_to_none=False)
+            loss.backward()
+            opt.step()
+            step += 1
+    if j < ck.size and step == ck[j] and not record(j):
+        return out, False, ck, spe
+    return out, True, ck, spe

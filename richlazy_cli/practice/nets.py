@@ -1,0 +1,158 @@
+"""The networks of the practice experiments as pure functions of a parameter dict
+(docs/practice.md §2, docs/rhm.md §2, docs/cnn.md §1).
+
+A network is a :class:`Net`: an ordered dict of parameter shapes, an initialisation drawn from
+the engine's NumPy random streams, and ``forward(params, x) -> (logits, pre_activations)``.
+Being pure functions of ``params`` they work with ``torch.func`` (per-example Jacobians) as
+they are. Every bias starts at 0.
+
+**Relative scale α** (Kunin et al. 2024, Fig. 6 caption; docs/practice.md eq. (1)): the first
+layer's initial weights are divided by α and the readout's multiplied by α. With zero biases,
+ReLU and max-pooling are positively homogeneous, so every hidden pre-activation is divided by α
+and the readout multiplies it back: f is unchanged at initialisation, exactly in real
+arithmetic and to rounding in floating point.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import BadInput
+
+Forward = Callable[[dict[str, Any], Any], tuple[Any, list[Any]]]
+
+
+@dataclass(frozen=True)
+class Net:
+    """A network: parameter shapes (in order), the names of its first and readout weight, the
+    standard deviation of each weight's initial entries, and its forward function."""
+
+    shapes: dict[str, tuple[int, ...]]
+    first: str
+    readout: str
+    init_std: dict[str, float]
+    forward: Forward
+    n_hidden_units: int  # hidden units per sample (for the Hamming distance)
+
+    def n_params(self) -> int:
+        return sum(math.prod(s) for s in self.shapes.values())
+
+    def init(self, g: np.random.Generator, alpha: float) -> dict[str, np.ndarray]:
+        """Initial parameters (float64): weights N(0, init_std²) drawn in declaration order,
+        biases 0, then the relative scale α applied (:func:`apply_alpha`)."""
+        params = {}
+        for name, shape in self.shapes.items():
+            std = self.init_std.get(name)
+            params[name] = (np.zeros(shape) if std is None
+                            else std * g.standard_normal(shape))
+        return apply_alpha(params, self.first, self.readout, alpha)
+
+
+def apply_alpha(params: dict[str, np.ndarray], first: str, readout: str,
+                alpha: float) -> dict[str, np.ndarray]:
+    """First layer ÷ α, readout × α (docs/practice.md eq. (1)); other entries unchanged."""
+    out = dict(params)
+    out[first] = params[first] / alpha
+    out[readout] = params[readout] * alpha
+    return out
+
+
+# -- the random-hierarchy MLP (docs/rhm.md eq. (3)) ------------------------------------------
+
+def mlp(d_in: int, width: int, hidden_layers: int, n_out: int) -> Net:
+    """Bias-free ReLU MLP with standard-normal weights, ``1/√fan_in`` hidden layers and the
+    mean-field readout ``f = W_out h_L / width`` (docs/rhm.md eq. (3))."""
+    shapes: dict[str, tuple[int, ...]] = {"W1": (width, d_in)}
+    for layer in range(2, hidden_layers + 1):
+        shapes[f"W{layer}"] = (width, width)
+    shapes["W_out"] = (n_out, width)
+    names = list(shapes)
+
+    def forward(params: dict[str, Any], x: Any) -> tuple[Any, list[Any]]:
+        pre = []
+        h = x
+        for name in names[:-1]:
+            z = h @ params[name].T / math.sqrt(params[name].shape[1])
+            pre.append(z)
+            h = z.clamp_min(0)
+        return h @ params["W_out"].T / width, pre
+
+    return Net(shapes, "W1", "W_out", {n: 1.0 for n in names}, forward,
+               width * hidden_layers)
+
+
+# -- LeNets (docs/cnn.md §1) -----------------------------------------------------------------
+
+ARCHS = ("lenet_digits", "lenet5")
+
+
+def lenet_geometry(arch: str, in_shape: tuple[int, ...]) -> dict[str, int]:
+    """Kernel size, paddings and the spatial sizes of a LeNet on images of ``in_shape``
+    (C, H, W), or BadInput when the architecture does not fit them.
+
+    ``lenet_digits``: 3×3 convolutions with padding 1, each followed by 2×2 max-pooling (H and
+    W divisible by 4). ``lenet5``: 5×5 convolutions, the first padded so that its output is
+    28×28 (28×28 input: padding 2, as for MNIST; 32×32: none, as for CIFAR-10), the second
+    unpadded, hence a 16×5×5 = 400 flattening.
+    """
+    if len(in_shape) != 3:
+        raise BadInput(f"parameter arch: {arch} needs images (channels, height, width); the "
+                       f"data have samples of shape {tuple(in_shape)}")
+    c, h, w = in_shape
+    if arch == "lenet_digits":
+        if h % 4 or w % 4 or h < 4 or w < 4:
+            raise BadInput(f"parameter arch: lenet_digits needs height and width divisible by "
+                           f"4; the data are {h}x{w}")
+        return {"c": c, "k": 3, "pad1": 1, "pad2": 1, "h2": h // 4, "w2": w // 4}
+    if (h, w) not in ((28, 28), (32, 32)):
+        raise BadInput(f"parameter arch: lenet5 needs 28x28 or 32x32 images; the data are "
+                       f"{h}x{w}")
+    return {"c": c, "k": 5, "pad1": (32 - h) // 2, "pad2": 0, "h2": 5, "w2": 5}
+
+
+def lenet(arch: str, in_shape: tuple[int, ...], n_out: int = 10) -> Net:
+    """conv(6) → ReLU → max-pool 2 → conv(16) → ReLU → max-pool 2 → dense 120 → ReLU →
+    dense 84 → ReLU → dense ``n_out``, He-normal weights N(0, 2/fan_in) (docs/cnn.md eq. (1))."""
+    g = lenet_geometry(arch, in_shape)
+    k, c = g["k"], g["c"]
+    flat = 16 * g["h2"] * g["w2"]
+    shapes = {
+        "conv1.weight": (6, c, k, k), "conv1.bias": (6,),
+        "conv2.weight": (16, 6, k, k), "conv2.bias": (16,),
+        "fc1.weight": (120, flat), "fc1.bias": (120,),
+        "fc2.weight": (84, 120), "fc2.bias": (84,),
+        "fc3.weight": (n_out, 84), "fc3.bias": (n_out,),
+    }
+    std = {name: math.sqrt(2.0 / math.prod(shape[1:]))
+           for name, shape in shapes.items() if name.endswith("weight")}
+    h, w = in_shape[1], in_shape[2]
+    h1, w1 = h + 2 * g["pad1"] - k + 1, w + 2 * g["pad1"] - k + 1
+    h2, w2 = h1 // 2 + 2 * g["pad2"] - k + 1, w1 // 2 + 2 * g["pad2"] - k + 1
+    units = 6 * h1 * w1 + 16 * h2 * w2 + 120 + 84
+
+    def forward(params: dict[str, Any], x: Any) -> tuple[Any, list[Any]]:
+        import torch.nn.functional as F
+
+        z1 = F.conv2d(x, params["conv1.weight"], params["conv1.bias"], padding=g["pad1"])
+        a1 = F.max_pool2d(z1.clamp_min(0), 2)
+        z2 = F.conv2d(a1, params["conv2.weight"], params["conv2.bias"], padding=g["pad2"])
+        a2 = F.max_pool2d(z2.clamp_min(0), 2).flatten(-3)
+        z3 = a2 @ params["fc1.weight"].T + params["fc1.bias"]
+        z4 = z3.clamp_min(0) @ params["fc2.weight"].T + params["fc2.bias"]
+        out = z4.clamp_min(0) @ params["fc3.weight"].T + params["fc3.bias"]
+        return out, [z1, z2, z3, z4]
+
+    return Net(shapes, "conv1.weight", "fc3.weight", std, forward, units)
+
+
+def to_torch(params: dict[str, np.ndarray], dtype: Any, device: str,
+             requires_grad: bool = False) -> dict[str, Any]:
+    import torch
+
+    return {k: torch.tensor(v, dtype=dtype, device=device, requires_grad=requires_grad)
+            for k, v in params.items()}
