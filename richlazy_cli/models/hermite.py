@@ -850,9 +850,9 @@ class Hermite(Model):
         extra = {
             "time": var(("point", "step"), timev, "rescaled time lr × step", "time"),
             "steps_recover": var(("point", "teacher"), steps_rec,
-                                 "first SGD step after which the overlap is ≥ 0.9"),
+                                 "first SGD step after which the overlap is ≥ 0.9", "steps"),
             "steps_run": var(("point",), res["last_step"], "SGD steps taken (fewer than steps "
-                             "with stop_on_recovery)"),
+                             "with stop_on_recovery)", "steps"),
             **self._winner_vars(res["winner"], w_th, U0),
         }
         extra["steps_recover"].attrs["nan_meaning"] = "the overlap never reached 0.9"
