@@ -130,7 +130,8 @@ def package_versions() -> dict[str, str]:
     from importlib import metadata
 
     versions = {"python": sys.version.split()[0], "richlazy": __version__}
-    for name in ("numpy", "scipy", "xarray", "h5netcdf", "h5py", "joblib", "distributed"):
+    for name in ("numpy", "scipy", "numba", "xarray", "h5netcdf", "h5py", "joblib",
+                 "distributed", "torch", "scikit-learn", "mnist1d"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             versions[name] = metadata.version(name)
     return versions
