@@ -307,3 +307,53 @@ def test_sweep_is_bitwise_identical_for_any_jobs_and_chunking(tmp_path: Path, cl
     assert a.attrs["torch_version"] == torch.__version__ and a.attrs["device"] == "cpu"
     a.close()
     b.close()
+
+
+# -- the report (docs/grokking.md §5) ---------------------------------------------------------
+
+def test_median_with_censored_runs_counted_as_the_budget() -> None:
+    from richlazy_cli.report.grokking import median_censored
+
+    nan = np.nan
+    assert median_censored(np.array([100.0, 300.0, 200.0]), np.zeros(3, bool), 1e4) == (200, False)
+    # one censored of three: the median is measured
+    assert median_censored(np.array([100.0, nan, 200.0]), np.array([0, 1, 0], bool), 1e4) \
+        == (200.0, False)
+    # two of three censored: the median is the budget, censored
+    assert median_censored(np.array([100.0, nan, nan]), np.array([0, 1, 1], bool), 1e4) \
+        == (1e4, True)
+    # a failed run (NaN, not censored) is left out
+    assert median_censored(np.array([100.0, nan, 300.0]), np.zeros(3, bool), 1e4) \
+        == (200.0, False)
+    assert math.isnan(median_censored(np.array([nan]), np.zeros(1, bool), 1e4)[0])
+
+
+def test_auto_report_draws_the_grokking_panel_and_heat_map(tmp_path: Path, cli) -> None:
+    res = tmp_path / "grok.h5"
+    r = cli("sweep", "train", "grokking", "-g", "tau=0.5,1", "-g", "alpha=0.3,10",
+            "-g", "seed=0,1", "-p", "p=7", "-p", "d_model=8", "-p", "n_heads=2",
+            "-p", "steps=40", "-p", "eval_every=10", "-p", "threshold=0.5",
+            "-o", res, "--jobs", "1", "-q")
+    assert r.code == 0, r.err
+    out = tmp_path / "report"
+    r = cli("report", res, "-o", out, "-q", "--var", "steps_to_val")
+    assert r.code == 0, r.err
+    summary = json.loads((out / "summary.json").read_text())
+    figs = {f["file"]: f for f in summary["figures"] if f["kind"] == "practice"}
+    assert set(figs) == {"grok-grokking-accuracy.png", "grok-grokking-steps-to-val.png"}
+    for f in figs:
+        assert (out / f).stat().st_size > 1000
+    heat = figs["grok-grokking-steps-to-val.png"]
+    assert set(heat["median_steps_to_val"]) == {"tau=0.5", "tau=1"}
+    # the table is the censored median of the file's own numbers
+    from richlazy_cli.report.grokking import median_censored
+
+    ds = xr.open_dataset(res, engine="h5netcdf")
+    for i, t in enumerate((0.5, 1.0)):
+        for j, a in enumerate((0.3, 10.0)):
+            cell = ds.sel(tau=t, alpha=a)
+            m, c = median_censored(cell.steps_to_val.values, cell.censored_val.values == 1, 40)
+            assert heat["median_steps_to_val"][f"tau={t:g}"][f"alpha={a:g}"] == m
+            assert heat["censored_cells"][i][j] == c
+    ds.close()
+    assert "grokking-accuracy" in (out / "index.html").read_text()
