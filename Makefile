@@ -12,7 +12,7 @@ RESULTS := results
 REPORTS := reports
 
 .PHONY: install demo test test-slow lint bench clean help fig3 fig1b-small fig1a azulay-small \
-	fig6a-small fig6c-small
+	fig6a-small fig6c-small fig6d-reduced
 
 help:
 	@echo "make install   create .venv and install richlazy (editable, all extras)"
@@ -24,6 +24,7 @@ help:
 	@echo "make fig1b-small  two-layer (tau, delta) phase diagram -> reports/fig1b-small/"
 	@echo "make fig6a-small  LeNet kernel/Hamming/parameter distance vs alpha (practice extra)"
 	@echo "make fig6c-small  random hierarchy model: accuracy vs training fraction and alpha"
+	@echo "make fig6d-reduced  grokking of modular arithmetic: steps to grokking vs alpha"
 
 install: $(STAMP)
 
@@ -52,6 +53,7 @@ fig1a: $(REPORTS)/fig1a/index.html
 azulay-small: $(REPORTS)/azulay-diagonal-small/index.html
 fig6a-small: $(REPORTS)/cnn-digits-alpha-small/index.html
 fig6c-small: $(REPORTS)/rhm-alpha-small/index.html
+fig6d-reduced: $(REPORTS)/grokking-reduced/index.html
 
 # -- the demo: a small two-layer (tau, delta) sweep and the single-neuron delta sweep ---------
 DEMO_RESULTS := $(RESULTS)/demo/two-layer.h5 $(RESULTS)/demo/single-neuron-delta.h5
