@@ -134,9 +134,10 @@ def _heatmap(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
         ax.add_patch(_hatch(j, i))
     for i in range(taus.size):
         for j in range(alphas.size):
-            if np.isfinite(med[i, j]):
-                ax.text(j + 0.5, i + 0.5, f"{med[i, j]:.0f}", ha="center", va="center",
-                        fontsize=5, color="w" if not cens[i, j] else "k")
+            if np.isfinite(med[i, j]) and norm is not None:
+                dark = norm(med[i, j]) > 0.5  # viridis_r: large values are dark
+                ax.text(j + 0.5, i + 0.5, ("≥" if cens[i, j] else "") + f"{med[i, j]:.0f}",
+                        ha="center", va="center", fontsize=5, color="w" if dark else "k")
     ax.set_xticks(np.arange(alphas.size) + 0.5, [f"{a:g}" for a in alphas])
     ax.set_yticks(np.arange(taus.size) + 0.5, [f"{t:g}" for t in taus])
     ax.set_xlabel("embedding scale α")
