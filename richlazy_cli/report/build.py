@@ -39,6 +39,7 @@ from ..models.params import jsonable
 from . import kunin
 from .data import REDUCTIONS, ResultFile, format_value, resolve_at
 from .figures import Drawn, draw_lines, draw_phase, draw_theory
+from .grokking import grokking_figures
 from .html import render_index
 from .practice import practice_figures
 from .style import FORMATS, save, style
@@ -444,6 +445,7 @@ def build_report(
         if kind == "auto":  # the practice models' own figures (report/practice.py)
             for rf in files:
                 figures += practice_figures(rf, out_dir, fmt, fields[rf.stem])
+                figures += grokking_figures(rf, out_dir, fmt, fields[rf.stem])
 
     stats = {rf.stem: {v: variable_stats(rf, v) for v in names[rf.stem]} for rf in files}
     summary = {"inputs": [str(p) for p in inputs], "figures": figures, "variables": stats,

@@ -1,0 +1,409 @@
+"""``grokking``: time to grokking of modular arithmetic against the embedding scale α
+(Kunin et al. 2024, Fig. 6d and Fig. 12; Power et al. 2022; docs/grokking.md).
+
+Data (docs/grokking.md §1): every pair (x, y) of residues mod a prime p (y ≠ 0 for ``x/y``)
+as the token sequence [x, op, y, =], labelled (x ∘ y) mod p; the pairs are permuted by
+``rng(seed, "split")`` and the first ⌊train_fraction·N⌋ are the training set, the rest the
+validation set.
+
+Network (docs/grokking.md eq. (2)–(5)): token and position embeddings, ``n_layers`` post-LN
+decoder blocks (causal multi-head attention, a GELU feed-forward layer of width 4·d_model),
+a final LayerNorm and a linear unembedding to p + 2 logits, read at the last position and
+multiplied by τ. Initial values follow PyTorch's default initialisations, drawn from
+``rng(seed, "init")``; the token and position embeddings are then divided by α (the relative
+scale of docs/practice.md §2 applied to the embedding only: the network is normalised).
+
+Training (docs/grokking.md eq. (6)): AdamW with learning rate lr/τ², betas (0.9, 0.98),
+weight decay ``weight_decay``, a linear warm-up of the learning rate from 0.1·lr to lr over
+the first 9 steps, mini-batches of min(batch, ⌈N/2⌉) from a fresh permutation of the training
+set per epoch (``rng(seed, "batches")``, the last batch of an epoch possibly smaller).
+Accuracy and mean cross-entropy on the full training and validation sets every ``eval_every``
+steps (0: once per epoch) and after the last step; ``steps_to_train`` and ``steps_to_val`` are
+the first evaluated step at which the accuracy reaches ``threshold``.
+
+Every configuration trains on its own with one intra-op thread: its numbers depend on nothing
+but its parameters (docs/practice.md §1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import xarray as xr
+
+from ..errors import BadInput, Status
+from ..practice import torchenv
+from .base import Batch, Model, Progress, register, rng, var
+from .params import Param
+
+OPS = ("x+y", "x-y", "x*y", "x/y")
+SEQ_POSITIONS = 5
+"""Rows of the position embedding (the reference implementation's; the sequence uses 4)."""
+WARMUP_STEPS = 9
+WARMUP_START = 0.1
+BETAS = (0.9, 0.98)
+
+
+def is_prime(n: int) -> bool:
+    if n < 2:
+        return False
+    return all(n % k for k in range(2, math.isqrt(n) + 1))
+
+
+def modular_data(p: int, op: str) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs (N, 4) = [x, op, y, =] with tokens op = p, "=" = p + 1, and labels (x ∘ y) mod p
+    (docs/grokking.md eq. (1)); x/y is x·y^(p−2) mod p over y ≠ 0 (p prime)."""
+    y0 = 1 if op == "x/y" else 0
+    x, y = np.meshgrid(np.arange(p), np.arange(y0, p), indexing="ij")
+    x, y = x.ravel().astype(np.int64), y.ravel().astype(np.int64)
+    if op == "x+y":
+        labels = (x + y) % p
+    elif op == "x-y":
+        labels = (x - y) % p
+    elif op == "x*y":
+        labels = (x * y) % p
+    else:
+        inv = np.array([pow(int(b), p - 2, p) for b in range(p)], dtype=np.int64)
+        labels = (x * inv[y]) % p
+    inputs = np.stack([x, np.full_like(x, p), y, np.full_like(x, p + 1)], axis=1)
+    return inputs, labels
+
+
+def n_pairs(p: int, op: str) -> int:
+    return p * (p - 1) if op == "x/y" else p * p
+
+
+def batch_size(batch: int, p: int, op: str) -> int:
+    """min(batch, ⌈N/2⌉), the reference implementation's cap."""
+    return min(batch, math.ceil(n_pairs(p, op) / 2))
+
+
+def eval_steps(steps: int, every: int) -> np.ndarray:
+    """Step 0, every multiple of ``every`` and the last step."""
+    return np.unique(np.concatenate([np.arange(0, steps + 1, every), [steps]])).astype(np.int64)
+
+
+def warmup_factor(step: int) -> float:
+    """Learning-rate factor of optimiser step ``step`` (0-based): 0.1 → 1 linearly over the
+    first 9 steps, then 1 (PyTorch's ``LinearLR(start_factor=0.1, total_iters=9)``)."""
+    k = min(step, WARMUP_STEPS)
+    return WARMUP_START + (1.0 - WARMUP_START) * k / WARMUP_STEPS
+
+
+class Grokking(Model):
+    """One-layer transformer on modular arithmetic: steps to 99% train and validation accuracy."""
+
+    name = "grokking"
+    summary = ("grokking of modular arithmetic by a one-layer transformer against embedding "
+               "scale alpha and logit scale tau (Kunin et al. Fig. 6d/12; needs the practice "
+               "extra)")
+    actions = ("train",)
+    params = (
+        Param("p", "int", 97, "modulus (prime for x/y)", low=3, high=2000),
+        Param("op", "str", "x+y", "operation", choices=OPS),
+        Param("train_fraction", "float", 0.5, "fraction of the pairs in the training set",
+              low=0.0, high=1.0, low_open=True, high_open=True),
+        Param("d_model", "int", 128, "model width", low=1),
+        Param("n_heads", "int", 4, "attention heads (divides d_model)", low=1),
+        Param("n_layers", "int", 1, "decoder blocks", low=1),
+        Param("alpha", "float", 1.0, "embedding scale: token and position embeddings / alpha",
+              low=0.0, low_open=True, batchable=True),
+        Param("tau", "float", 1.0, "logit scale: logits * tau, learning rate / tau^2",
+              low=0.0, low_open=True, batchable=True),
+        Param("lr", "float", 1e-3, "AdamW learning rate at tau = 1", low=0.0, low_open=True),
+        Param("weight_decay", "float", 1.0, "AdamW weight decay", low=0.0),
+        Param("batch", "int", 512, "mini-batch size (capped at ceil(N/2))", low=1),
+        Param("steps", "int", 30000, "optimiser steps (the budget)", low=1),
+        Param("eval_every", "int", 0,
+              "steps between full-set evaluations (0: once per epoch)", low=0),
+        Param("threshold", "float", 0.99, "accuracy that counts as learnt", low=0.0,
+              high=1.0, low_open=True),
+        Param("early_stop", "bool", False,
+              "stop once both accuracies reached the threshold (later evaluations NaN)"),
+        Param("seed", "int", 0, "seed of split, initialisation and batches", low=0,
+              batchable=True),
+        Param("dtype", "str", "float32", "floating-point type of training",
+              choices=("float32", "float64")),
+        Param("device", "str", "cpu", "cpu, cuda or auto (cuda when present)",
+              choices=("cpu", "cuda", "auto")),
+    )
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
+        "train": (
+            {"p": 7, "d_model": 8, "n_heads": 2, "steps": 3, "alpha": 1.0, "tau": 1.0,
+             "seed": 0},
+            {"p": 7, "d_model": 8, "n_heads": 2, "steps": 3, "alpha": 10.0, "tau": 0.5,
+             "seed": 1},
+        ),
+    }
+
+    @classmethod
+    def check(cls, action: str, values: dict[str, Any]) -> None:
+        torchenv.require_torch(cls.name)
+        torchenv.check_device(cls.name, values["device"])
+        p, op = values["p"], values["op"]
+        if op == "x/y" and not is_prime(p):
+            raise BadInput(f"parameter p: x/y needs a prime modulus; {p} is not prime")
+        if values["d_model"] % values["n_heads"]:
+            raise BadInput(f"parameters d_model, n_heads: {values['n_heads']} heads do not "
+                           f"divide d_model = {values['d_model']}")
+        N = n_pairs(p, op)
+        n_train = math.floor(values["train_fraction"] * N)
+        if n_train < 1 or n_train > N - 1:
+            raise BadInput(
+                f"parameter train_fraction: {values['train_fraction']:g} gives {n_train} "
+                f"training pairs of {N}; both the training and the validation set need at "
+                "least one")
+
+    @classmethod
+    def cost(cls, values: Mapping[str, Any]) -> float:
+        d, p = values["d_model"], values["p"]
+        per_token = values["n_layers"] * 12 * d * d + d * (p + 2)
+        b = batch_size(values["batch"], p, values["op"])
+        return 6.0 * 4 * b * per_token * values["steps"] / 1e9
+
+    # ------------------------------------------------------------------------------------------
+    def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+        v = batch.values
+        device = torchenv.resolve_device(v["device"])
+        p, op = int(v["p"]), str(v["op"])
+        inputs, labels = modular_data(p, op)
+        N = labels.size
+        n_train = math.floor(float(v["train_fraction"]) * N)
+        bsz = batch_size(int(v["batch"]), p, op)
+        steps = int(v["steps"])
+        every = int(v["eval_every"]) or math.ceil(n_train / bsz)
+        ev = eval_steps(steps, every)
+        B = batch.size
+        names = ("train_acc", "val_acc", "train_loss", "val_loss")
+        out = {k: np.full((B, ev.size), np.nan) for k in names}
+        status = np.zeros(B, dtype=np.int8)
+        n_params = n_embed = 0
+        with torchenv.session():
+            for i in range(B):
+                pt = batch.point(i)
+                seed = int(pt["seed"])
+                perm = rng(seed, "split").permutation(N)
+                run = _Run(v, float(pt["alpha"]), float(pt["tau"]), seed, device)
+                n_params, n_embed = run.n_params, run.n_embedding
+                res, ok = run.train(inputs[perm[:n_train]], labels[perm[:n_train]],
+                                    inputs[perm[n_train:]], labels[perm[n_train:]], bsz, ev)
+                for k in names:
+                    out[k][i] = res[k]
+                status[i] = Status.OK if ok else Status.DIVERGED
+                if progress is not None:
+                    progress((i + 1) / B)
+        thr = float(v["threshold"])
+        s_train, c_train = first_reached(out["train_acc"], ev, thr)
+        s_val, c_val = first_reached(out["val_acc"], ev, thr)
+        E = ("point", "eval_step")
+        data = {
+            "train_acc": var(E, out["train_acc"], "training-set accuracy"),
+            "val_acc": var(E, out["val_acc"], "validation-set accuracy"),
+            "train_loss": var(E, out["train_loss"], "training-set mean cross-entropy"),
+            "val_loss": var(E, out["val_loss"], "validation-set mean cross-entropy"),
+            "steps_to_train": var(("point",), s_train,
+                                  f"first evaluated step with training accuracy >= {thr:g}",
+                                  "steps"),
+            "steps_to_val": var(("point",), s_val,
+                                f"first evaluated step with validation accuracy >= {thr:g}",
+                                "steps"),
+            "censored_train": var(("point",), c_train.astype(np.int8),
+                                  "1: training accuracy never reached the threshold"),
+            "censored_val": var(("point",), c_val.astype(np.int8),
+                                "1: validation accuracy never reached the threshold"),
+            "status": var(("point",), status, "0 ok, 1 diverged"),
+        }
+        for k in names:
+            data[k].attrs["nan_meaning"] = (
+                "not evaluated: training stopped earlier (early_stop, or the loss diverged)")
+        for k in ("steps_to_train", "steps_to_val"):
+            data[k].attrs["nan_meaning"] = (
+                f"censored: the threshold was not reached within the budget of {steps} steps")
+        attrs = {"n_train": int(n_train), "n_val": int(N - n_train), "batch_used": int(bsz),
+                 "eval_every_used": int(every), "n_params": int(n_params),
+                 "embedding_params": int(n_embed),
+                 "embedding_fraction": float(n_embed / n_params) if n_params else 0.0,
+                 **torchenv.provenance(device)}
+        coords = {"eval_step": var(("eval_step",), ev, "optimiser steps taken", "steps")}
+        return xr.Dataset(data, coords=coords, attrs=attrs)
+
+
+with torchenv.registering():
+    register(Grokking)
+
+
+def first_reached(acc: np.ndarray, ev: np.ndarray, threshold: float
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """For each row of ``acc`` (points × evaluations): the first evaluated step with
+    accuracy ≥ ``threshold`` (NaN if none) and whether it is censored (none)."""
+    with np.errstate(invalid="ignore"):
+        hit = np.nan_to_num(acc, nan=-1.0) >= threshold
+    reached = hit.any(axis=1)
+    steps = np.where(reached, ev[np.argmax(hit, axis=1)], np.nan).astype(float)
+    return steps, ~reached
+
+
+# -- the network (docs/grokking.md §2) -----------------------------------------------------------
+
+def transformer(p: int, d: int, n_heads: int, n_layers: int) -> Any:
+    """The reference implementation's decoder-only transformer as a ``torch.nn.Module``:
+    ``forward(tokens (B, 4), tau) -> logits (B, p + 2)`` at the last position, × τ."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.self_attn = nn.MultiheadAttention(d, n_heads)
+            self.self_attn_norm = nn.LayerNorm(d)
+            self.ffn = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+            self.ffn_norm = nn.LayerNorm(d)
+
+        def forward(self, x: Any, mask: Any) -> Any:  # (seq, batch, d)
+            a, _ = self.self_attn(x, x, x, attn_mask=mask, need_weights=False)
+            a = self.self_attn_norm(x + a)
+            return self.ffn_norm(a + self.ffn(a))
+
+    class Transformer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.token_embeddings = nn.Embedding(p + 2, d)
+            self.position_embeddings = nn.Embedding(SEQ_POSITIONS, d)
+            self.blocks = nn.ModuleList([Block() for _ in range(n_layers)])
+            self.ln_f = nn.LayerNorm(d)
+            self.head = nn.Linear(d, p + 2)
+
+        def forward(self, tokens: Any, tau: float) -> Any:
+            n = tokens.shape[1]
+            pos = torch.arange(n, device=tokens.device)
+            h = (self.token_embeddings(tokens) + self.position_embeddings(pos)).transpose(0, 1)
+            mask = torch.triu(torch.full((n, n), float("-inf"), device=tokens.device,
+                                         dtype=h.dtype), diagonal=1)
+            for block in self.blocks:
+                h = block(h, mask)
+            return self.head(self.ln_f(h[-1])) * tau
+
+    return Transformer()
+
+
+EMBEDDINGS = ("token_embeddings.weight", "position_embeddings.weight")
+
+
+def initial_values(net: Any, g: np.random.Generator, alpha: float) -> dict[str, np.ndarray]:
+    """PyTorch's default initial values of every parameter of ``net`` (float64, drawn from
+    ``g`` in parameter order), then the embeddings ÷ α (docs/grokking.md eq. (2)).
+
+    Embedding N(0, 1); attention input projection Xavier-uniform U(±√(6/(d + 3d))) with zero
+    bias; attention output projection U(±1/√d) with zero bias; Linear weight and bias
+    U(±1/√fan_in); LayerNorm weight 1 and bias 0."""
+    out: dict[str, np.ndarray] = {}
+    for name, prm in net.named_parameters():
+        shape = tuple(prm.shape)
+        if name.endswith("_embeddings.weight"):
+            val = g.standard_normal(shape)
+        elif "norm" in name or name.startswith("ln_f"):
+            val = np.ones(shape) if name.endswith("weight") else np.zeros(shape)
+        elif name.endswith("in_proj_weight"):
+            bound = math.sqrt(6.0 / (shape[0] + shape[1]))
+            val = g.uniform(-bound, bound, shape)
+        elif name.endswith("in_proj_bias") or name.endswith("out_proj.bias"):
+            val = np.zeros(shape)
+        elif name.endswith("weight"):
+            val = g.uniform(-1.0, 1.0, shape) / math.sqrt(shape[1])
+        else:  # a Linear bias: U(±1/√fan_in) of its layer's weight
+            fan_in = dict(net.named_parameters())[name[:-4] + "weight"].shape[1]
+            val = g.uniform(-1.0, 1.0, shape) / math.sqrt(fan_in)
+        out[name] = val
+    for name in EMBEDDINGS:
+        out[name] = out[name] / alpha
+    return out
+
+
+def build(v: Mapping[str, Any], alpha: float, seed: int, device: str = "cpu") -> Any:
+    """The network of one configuration with its initial values, in ``v['dtype']``."""
+    import torch
+
+    net = transformer(int(v["p"]), int(v["d_model"]), int(v["n_heads"]), int(v["n_layers"]))
+    values = initial_values(net, rng(seed, "init"), alpha)
+    dtype = torchenv.torch_dtype(v["dtype"])
+    with torch.no_grad():
+        for name, prm in net.named_parameters():
+            prm.data = torch.tensor(values[name], dtype=dtype)
+    return net.to(device=device)
+
+
+def optimizer(net: Any, lr: float, tau: float, weight_decay: float) -> tuple[Any, Any]:
+    """AdamW at lr/τ² with the reference's betas and its linear warm-up (docs/grokking.md
+    eq. (6))."""
+    import torch
+
+    opt = torch.optim.AdamW(net.parameters(), lr=lr / tau**2, betas=BETAS,
+                            weight_decay=weight_decay)
+    sched = torch.optim.lr_scheduler.LinearLR(opt, start_factor=WARMUP_START,
+                                              total_iters=WARMUP_STEPS)
+    return opt, sched
+
+
+class _Run:
+    """One configuration: its network, optimiser and batch order."""
+
+    def __init__(self, v: Mapping[str, Any], alpha: float, tau: float, seed: int,
+                 device: str) -> None:
+        self.v, self.tau, self.seed, self.device = v, tau, seed, device
+        self.net = build(v, alpha, seed, device)
+        self.n_params = sum(int(q.numel()) for q in self.net.parameters())
+        self.n_embedding = sum(int(q.numel()) for n, q in self.net.named_parameters()
+                               if n in EMBEDDINGS)
+
+    def train(self, Xtr: np.ndarray, ytr: np.ndarray, Xva: np.ndarray, yva: np.ndarray,
+              bsz: int, ev: np.ndarray) -> tuple[dict[str, np.ndarray], bool]:
+        import torch
+        import torch.nn.functional as F
+
+        dev, tau, net = self.device, self.tau, self.net
+        X, y = torch.as_tensor(Xtr, device=dev), torch.as_tensor(ytr, device=dev)
+        Xv, yv = torch.as_tensor(Xva, device=dev), torch.as_tensor(yva, device=dev)
+        opt, sched = optimizer(net, float(self.v["lr"]), tau, float(self.v["weight_decay"]))
+        g = rng(self.seed, "batches")
+        thr, early = float(self.v["threshold"]), bool(self.v["early_stop"])
+        out = {k: np.full(ev.size, np.nan)
+               for k in ("train_acc", "val_acc", "train_loss", "val_loss")}
+        n = y.shape[0]
+
+        def record(j: int) -> bool:
+            with torch.no_grad():
+                for tag, A, b in (("train", X, y), ("val", Xv, yv)):
+                    logits = net(A, tau)
+                    out[f"{tag}_loss"][j] = float(F.cross_entropy(logits, b))
+                    out[f"{tag}_acc"][j] = float((logits.argmax(1) == b).double().mean())
+            return math.isfinite(out["train_loss"][j])
+
+        def reached(j: int) -> bool:
+            return early and out["train_acc"][j] >= thr and out["val_acc"][j] >= thr
+
+        if not record(0):
+            return out, False
+        if reached(0):
+            return out, True
+        j, step, steps = 1, 0, int(ev[-1])
+        while step < steps:
+            order = torch.as_tensor(g.permutation(n), device=dev)
+            for b0 in range(0, n, bsz):
+                idx = order[b0:b0 + bsz]
+                opt.zero_grad(set_to_none=True)
+                F.cross_entropy(net(X[idx], tau), y[idx]).backward()
+                opt.step()
+                sched.step()
+                step += 1
+                if step == ev[j]:
+                    if not record(j):
+                        return out, False
+                    if reached(j):
+                        return out, True
+                    j += 1
+                if step == steps:
+                    break
+        return out, True
