@@ -168,7 +168,7 @@ def test_bad_inputs(cli: Any, tmp_path: Any) -> None:
                "-p", "steps=5", "-p", "h=4", "-o", out, "-q").code == 0
 
 
-# -- Fig. 1a: upstream neurons turn, downstream and lazy ones do not (SPEC CI size) ---------------
+# -- Fig. 1a: upstream neurons turn, downstream and lazy ones do not ---------------
 FIG1A = dict(d=2, h=50, k=3, n=20, n_test=1000, lr=1e-4, lr_scaling="none",
              n_checkpoints=21, seed=0)
 

@@ -326,7 +326,11 @@ def build(v: Mapping[str, Any], alpha: float, seed: int, device: str = "cpu") ->
     """The network of one configuration with its initial values, in ``v['dtype']``."""
     import torch
 
-    net = transformer(int(v["p"]), int(v["d_model"]), int(v["n_heads"]), int(v["n_layers"]))
+    # the layers' own initialisation draws from torch's global generator, whose values are
+    # overwritten below: fork it, so that the process's random state is left as it was
+    with torch.random.fork_rng(devices=[]):
+        net = transformer(int(v["p"]), int(v["d_model"]), int(v["n_heads"]),
+                          int(v["n_layers"]))
     values = initial_values(net, rng(seed, "init"), alpha)
     dtype = torchenv.torch_dtype(v["dtype"])
     with torch.no_grad():
