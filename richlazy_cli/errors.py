@@ -13,10 +13,20 @@ Each is defined here once and used everywhere else (models, engine, store, repor
 from __future__ import annotations
 
 import enum
+import pickle
+import zipfile
 
 
 class BadInput(ValueError):
     """Invalid user input. The message is one line meant for people."""
+
+
+UNREADABLE: tuple[type[BaseException], ...] = (
+    OSError, ValueError, KeyError, TypeError, IndexError, EOFError, zipfile.BadZipFile,
+    pickle.UnpicklingError,
+)
+"""What reading a damaged or foreign file raises (h5py, xarray, NumPy's ``.npz``): bad input
+when it is the user's file, unlike any other exception, which is a bug."""
 
 
 class Status(enum.IntEnum):

@@ -17,8 +17,9 @@ from typing import Any, ClassVar
 import numpy as np
 import xarray as xr
 
+from richlazy_cli.errors import BadInput
 from richlazy_cli.models.base import Batch, Model, Progress, register, rng, var
-from richlazy_cli.models.params import BadInput, Param
+from richlazy_cli.models.params import Param
 
 
 @register

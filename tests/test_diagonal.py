@@ -19,6 +19,7 @@ from scipy.integrate import quad, solve_ivp
 from scipy.linalg import null_space
 from scipy.optimize import linprog
 
+from richlazy_cli.errors import BadInput
 from richlazy_cli.models.base import Batch
 from richlazy_cli.models.diagonal import (
     DiagonalModel,
@@ -33,7 +34,6 @@ from richlazy_cli.models.diagonal import (
     sqrt_k_symmetric,
     theorem1_constants,
 )
-from richlazy_cli.models.params import BadInput
 
 ROOT = Path(__file__).resolve().parents[1]
 M = DiagonalModel

@@ -10,6 +10,7 @@ import pytest
 from numpy.polynomial import hermite_e
 from scipy.integrate import solve_ivp
 
+from richlazy_cli.errors import BadInput
 from richlazy_cli.models.base import Batch
 from richlazy_cli.models.hermite import (
     Hermite,
@@ -23,7 +24,6 @@ from richlazy_cli.models.hermite import (
     population_loss_grad,
     teacher_weights,
 )
-from richlazy_cli.models.params import BadInput
 
 H4 = hermite_coeffs(4, None)
 MIXED = np.array([0.3, 0, 0, 0, 0.8, 0, math.sqrt(1 - 0.09 - 0.64)])  # c_0 h_0 + c_4 h_4 + c_6 h_6

@@ -17,6 +17,7 @@ import pytest
 import xarray as xr
 from scipy.integrate import solve_ivp
 
+from richlazy_cli.errors import BadInput
 from richlazy_cli.models.base import Batch
 from richlazy_cli.models.linear import (
     Linear,
@@ -31,7 +32,6 @@ from richlazy_cli.models.linear import (
     ntk_factors,
     theory_case,
 )
-from richlazy_cli.models.params import BadInput
 from richlazy_cli.models.single_neuron import SingleNeuron
 
 

@@ -22,7 +22,7 @@ import xarray as xr
 from matplotlib.collections import QuadMesh
 from matplotlib.colors import LogNorm, to_rgb
 
-from richlazy_cli.models.params import BadInput
+from richlazy_cli.errors import BadInput
 from richlazy_cli.report import build_report, summary_table
 from richlazy_cli.report.data import ResultFile, is_log_spaced
 from richlazy_cli.report.figures import draw_lines, draw_phase, draw_theory

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from richlazy_cli.errors import BadInput
 from richlazy_cli.models.base import Batch, all_models
-from richlazy_cli.models.params import BadInput
 from richlazy_cli.models.single_neuron import (
     SingleNeuron,
     exact_trajectory,

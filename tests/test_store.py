@@ -12,7 +12,7 @@ import xarray as xr
 from richlazy_cli.engine.grid import Shard, parse_shard, shard_from_env
 from richlazy_cli.engine.progress import Reporter
 from richlazy_cli.engine.store import atomic_write, write_result
-from richlazy_cli.models.params import BadInput
+from richlazy_cli.errors import BadInput
 
 
 def test_interrupted_write_leaves_the_old_file_and_no_debris(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
+from richlazy_cli.errors import BadInput
 from richlazy_cli.models import _two_layer_kernels as kern
 from richlazy_cli.models.base import Batch, rng
-from richlazy_cli.models.params import BadInput
 from richlazy_cli.models.two_layer import TwoLayer, checkpoint_steps
 
 

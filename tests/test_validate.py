@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from richlazy_cli.engine.job import Job
 from richlazy_cli.engine.validate import PointChecker
+from richlazy_cli.errors import BadInput
 from richlazy_cli.models.base import Model
-from richlazy_cli.models.params import BadInput
 
 
 class Branchy(Model):

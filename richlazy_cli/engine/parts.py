@@ -37,10 +37,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..errors import BadInput
+from ..errors import UNREADABLE, BadInput
 from ..models.params import jsonable
 from .chunk import ChunkResult
-from .store import UNREADABLE, WriteFailed, atomic_write, space_problem
+from .store import WriteFailed, atomic_write, space_problem
 
 MANIFEST = "manifest.json"
 PART_MAGIC = b"RLPART1\n"

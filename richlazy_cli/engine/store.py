@@ -39,7 +39,6 @@ import subprocess
 import sys
 import tempfile
 import warnings
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,7 @@ import numpy as np
 import xarray as xr
 
 from .. import __version__
-from ..errors import BadInput, point_counts
+from ..errors import UNREADABLE, BadInput, point_counts
 from ..models.params import jsonable
 
 REQUIRED_ATTRS = (
@@ -401,13 +400,6 @@ def storage_error_line(exc: BaseException) -> str | None:
 
 
 # -- reading --------------------------------------------------------------------------------
-UNREADABLE: tuple[type[BaseException], ...] = (
-    OSError, ValueError, KeyError, TypeError, IndexError, EOFError, zipfile.BadZipFile,
-)
-"""What reading a damaged or foreign file raises (h5py, xarray, numpy's ``.npz``): bad input,
-unlike any other exception, which is a bug."""
-
-
 def is_hdf5(path: Path) -> bool:
     try:
         with open(path, "rb") as fh:

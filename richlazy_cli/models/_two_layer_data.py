@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .params import BadInput
+from ..errors import UNREADABLE, BadInput
 
 
 def load_npz(path: str) -> dict[str, np.ndarray]:
@@ -18,7 +18,7 @@ def load_npz(path: str) -> dict[str, np.ndarray]:
     try:
         with np.load(path) as npz:
             arrays = {k: np.asarray(npz[k], dtype=np.float64) for k in npz.files}
-    except Exception as exc:  # any unreadable file is a bad input, with the reason
+    except UNREADABLE as exc:  # any unreadable file is a bad input, with the reason
         raise BadInput(f"parameter data_file: cannot read {path!r} as .npz ({exc})") from None
     for key in ("X", "y"):
         if key not in arrays:

@@ -67,9 +67,9 @@ from scipy.integrate import solve_ivp
 from scipy.linalg import cho_factor, cho_solve
 from threadpoolctl import threadpool_limits
 
-from ..errors import Status
+from ..errors import UNREADABLE, BadInput, Status
 from .base import Batch, Model, Progress, register, rng, var
-from .params import BadInput, Param
+from .params import Param
 
 __all__ = [
     "DiagonalModel",
@@ -322,7 +322,7 @@ def _load_data(path: str) -> dict[str, np.ndarray]:
     try:
         with np.load(path) as npz:
             arrays = {k: np.asarray(npz[k], dtype=float) for k in npz.files}
-    except Exception as exc:  # missing file, not a zip, an .npy array, pickled data, ...
+    except UNREADABLE as exc:  # missing file, not a zip, an .npy array, pickled data, ...
         raise BadInput(f"parameter data: cannot read {path!r} as .npz ({exc})") from None
     if "X" not in arrays or "y" not in arrays:
         raise BadInput(f"parameter data: {path!r} must hold arrays X (N×d) and y (N)")

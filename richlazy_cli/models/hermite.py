@@ -84,7 +84,7 @@ from scipy.integrate import BDF, DOP853, LSODA, RK45, OdeSolver, quad
 from scipy.interpolate import CubicSpline
 from scipy.optimize import brentq
 
-from ..errors import Status
+from ..errors import BadInput, Status
 from ._hermite_sgd import run_online_sgd
 from ._torch_device import (
     backend_params,
@@ -94,7 +94,7 @@ from ._torch_device import (
     resolve_device,
 )
 from .base import Batch, Model, Progress, register, rng, var
-from .params import BadInput, Param
+from .params import Param
 
 RECOVERY = 0.9
 """Recovery threshold on the squared overlap ``⟨v̄_k, e_p⟩²``."""

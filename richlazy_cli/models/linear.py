@@ -115,8 +115,9 @@ import xarray as xr
 from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
+from ..errors import BadInput
 from .base import Batch, Model, Progress, register, rng, var
-from .params import BadInput, Param
+from .params import Param
 
 # -- linear algebra helpers (all accept leading batch axes) -----------------------------------
 

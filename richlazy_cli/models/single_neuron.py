@@ -41,9 +41,10 @@ import xarray as xr
 from scipy.integrate import solve_ivp
 from scipy.optimize import least_squares
 
+from ..errors import BadInput
 from ._single_neuron_extras import extra_outputs, hessian_map_defect  # noqa: F401 (re-export)
 from .base import Batch, Model, Progress, register, var
-from .params import BadInput, Param
+from .params import Param
 
 WHITENING_TOL = 1e-12
 """Largest entry of :math:`|X^\\top X - I|` for which the exact (whitened) solution is allowed."""

@@ -48,7 +48,7 @@ import numpy as np
 import xarray as xr
 from threadpoolctl import threadpool_limits
 
-from ..errors import Status
+from ..errors import BadInput, Status
 from . import _two_layer_data as tl_data
 from . import _two_layer_geometry as geo
 from . import _two_layer_kernels as kern
@@ -60,7 +60,7 @@ from ._torch_device import (
     resolve_device,
 )
 from .base import Batch, Model, Progress, register, var
-from .params import BadInput, Param
+from .params import Param
 
 PROBE_STEPS = 200
 """Steps of the configuration that ``sweep --dry-run`` times (:meth:`TwoLayer.probe`)."""

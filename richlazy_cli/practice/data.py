@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import BadInput
+from ..errors import UNREADABLE, BadInput
 from ..models.base import rng
 
 SOURCES = ("digits", "digits24", "mnist1d", "npz")
@@ -144,7 +144,7 @@ def read_npz(path: str, mtime: float) -> tuple[np.ndarray, ...]:
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-    except Exception as exc:
+    except UNREADABLE as exc:
         raise BadInput(f"data_file {path}: not a readable .npz file ({type(exc).__name__})"
                        ) from None
     missing = [k for k in ("X", "y") if k not in arrays]
