@@ -78,12 +78,8 @@ class CNN(Model):
         Param("first_steps", "int", 10, "checkpoint every one of the first steps", low=0),
         Param("checkpoints", "int_list", None, "checkpoint epochs (default 1, 2, 5, 10, 20, "
               "50, 100, 200, 500; the last epoch is always added)", low=0, optional=True),
-        Param("seed", "int", 0, "seed of split, probe set, initialisation and batches", low=0,
-              batchable=True),
-        Param("dtype", "str", "float64", "floating-point type of training (metrics in "
-              "float64)", choices=("float64", "float32")),
-        Param("device", "str", "cpu", "cpu, cuda or auto (cuda when present)",
-              choices=("cpu", "cuda", "auto")),
+        *torchenv.run_params("seed of split, probe set, initialisation and batches",
+                             "float64"),
     )
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (

@@ -123,12 +123,7 @@ class Grokking(Model):
               high=1.0, low_open=True),
         Param("early_stop", "bool", False,
               "stop once both accuracies reached the threshold (later evaluations NaN)"),
-        Param("seed", "int", 0, "seed of split, initialisation and batches", low=0,
-              batchable=True),
-        Param("dtype", "str", "float32", "floating-point type of training",
-              choices=("float32", "float64")),
-        Param("device", "str", "cpu", "cpu, cuda or auto (cuda when present)",
-              choices=("cpu", "cuda", "auto")),
+        *torchenv.run_params("seed of split, initialisation and batches"),
     )
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (

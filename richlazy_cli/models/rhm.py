@@ -88,12 +88,7 @@ class RHM(Model):
               choices=SCHEDULES),
         Param("n_checkpoints", "int", 26,
               "evaluation epochs: 0, log-spaced ones and the last", low=2),
-        Param("seed", "int", 0, "seed of rules, split, initialisation and batches", low=0,
-              batchable=True),
-        Param("dtype", "str", "float32", "floating-point type of training",
-              choices=("float32", "float64")),
-        Param("device", "str", "cpu", "cpu, cuda or auto (cuda when present)",
-              choices=("cpu", "cuda", "auto")),
+        *torchenv.run_params("seed of rules, split, initialisation and batches"),
     )
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (

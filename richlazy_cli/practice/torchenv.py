@@ -26,6 +26,20 @@ INSTALL_HINT = f"pip install 'richlazy[{EXTRA}]'"
 _deferred = False
 
 
+def run_params(seed_help: str, dtype: str = "float32") -> tuple[Any, Any, Any]:
+    """The ``seed``, ``dtype`` and ``device`` parameters every practice model declares."""
+    from ..models.params import Param
+
+    return (
+        Param("seed", "int", 0, seed_help, low=0, batchable=True),
+        Param("dtype", "str", dtype, "floating-point type of training" + (
+            " (metrics in float64)" if dtype == "float64" else ""),
+              choices=(dtype, "float32" if dtype == "float64" else "float64")),
+        Param("device", "str", "cpu", "cpu, cuda or auto (cuda when present)",
+              choices=("cpu", "cuda", "auto")),
+    )
+
+
 @contextlib.contextmanager
 def registering() -> Iterator[None]:
     """Within this context :func:`require_torch` and :func:`check_device` pass without torch.
