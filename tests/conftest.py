@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,3 +69,12 @@ def assert_one_line_error(result: CliResult) -> None:
     assert len(lines) == 1, result.err
     assert "Traceback" not in result.err
     assert lines[0].startswith("richlazy: error: ")
+
+
+def assert_refused(cli: Any, args: Sequence[str], fragment: str, out: Path) -> None:
+    """``richlazy ARGS -o OUT`` is bad input: one line naming ``fragment``, and nothing of
+    ``out`` (the file, its parts folder, its lock or temporary files) is left behind."""
+    result = cli(*args, "-o", str(out))
+    assert_one_line_error(result)
+    assert fragment in result.err, (args, result.err)
+    assert not out.exists() and not list(out.parent.glob(f"{out.name}*"))

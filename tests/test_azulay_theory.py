@@ -39,7 +39,7 @@ from richlazy_cli.models.linear import (
     neuron_init,
 )
 from richlazy_cli.models.single_neuron import numeric_limit
-from tests.conftest import assert_one_line_error
+from tests.conftest import assert_refused
 
 
 def run(model: Any, action: str, points: list[dict[str, Any]]) -> xr.Dataset:
@@ -339,11 +339,7 @@ BAD = [
 @pytest.mark.parametrize(("args", "fragment"), BAD)
 def test_bad_neuron_init_through_the_cli(cli: Any, tmp_path: Any, args: list[str],
                                          fragment: str) -> None:
-    out = tmp_path / "bad.h5"
-    res = cli("solve", "linear", *args, "-o", out)
-    assert_one_line_error(res)
-    assert fragment in res.err
-    assert not out.exists()
+    assert_refused(cli, ["solve", "linear", *args], fragment, tmp_path / "bad.h5")
 
 
 def test_fc_job_file_holds_the_section9_data_and_the_authors_grid() -> None:
@@ -378,11 +374,7 @@ BAD_FC = [
 @pytest.mark.parametrize(("args", "fragment"), BAD_FC)
 def test_bad_alpha_s_through_the_cli(cli: Any, tmp_path: Any, args: list[str],
                                      fragment: str) -> None:
-    out = tmp_path / "bad.h5"
-    res = cli("solve", "single-neuron", *args, "-o", out)
-    assert_one_line_error(res)
-    assert fragment in res.err
-    assert not out.exists()
+    assert_refused(cli, ["solve", "single-neuron", *args], fragment, tmp_path / "bad.h5")
 
 
 def test_diagonal_k_job_grid_holds_the_pairs() -> None:

@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 from richlazy_cli.models import grokking as gk  # noqa: E402
 from richlazy_cli.models.base import Batch, rng  # noqa: E402
 from richlazy_cli.models.grokking import Grokking  # noqa: E402
-from tests.conftest import assert_one_line_error, run_process  # noqa: E402
+from tests.conftest import assert_one_line_error, assert_refused, run_process  # noqa: E402
 
 CI = dict(p=11, d_model=16, n_heads=4, steps=200, eval_every=20)
 """CI size: 121 pairs, 60 for training (docs/grokking.md §4)."""
@@ -254,10 +254,7 @@ def bad_cases() -> list[tuple[list[str], str]]:
 def test_bad_inputs_exit_2_with_one_line_and_write_nothing(tmp_path: Path, cli) -> None:
     out = tmp_path / "out.h5"
     for args, phrase in bad_cases():
-        res = cli(*args, "-o", str(out))
-        assert_one_line_error(res)
-        assert phrase in res.err, (args, res.err)
-        assert not out.exists() and not list(tmp_path.glob("out.h5*"))
+        assert_refused(cli, args, phrase, out)
     res = cli("sweep", "train", "grokking", "-g", "alpha=1,0", "-p", "steps=1", "-o", str(out))
     assert_one_line_error(res)
     assert not list(tmp_path.glob("out.h5*"))

@@ -29,7 +29,7 @@ from richlazy_cli.models.single_neuron import (
     numeric_limit,
     numeric_trajectory,
 )
-from tests.conftest import assert_one_line_error
+from tests.conftest import assert_refused
 
 
 def random_problem(k: int) -> dict[str, Any]:
@@ -208,11 +208,7 @@ BAD = [
 @pytest.mark.parametrize(("args", "fragment"), BAD)
 def test_bad_leak_input_through_the_cli(cli: Any, tmp_path: Any, args: list[str],
                                         fragment: str) -> None:
-    out = tmp_path / "bad.h5"
-    res = cli("solve", "single-neuron", *args, "-o", out)
-    assert_one_line_error(res)
-    assert fragment in res.err
-    assert not out.exists()
+    assert_refused(cli, ["solve", "single-neuron", *args], fragment, tmp_path / "bad.h5")
 
 
 def test_relu_stops_at_a_dead_equilibrium(cli: Any, tmp_path: Any) -> None:
