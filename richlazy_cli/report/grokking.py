@@ -22,7 +22,8 @@ import xarray as xr
 from matplotlib import colormaps, colors
 
 from .data import ResultFile
-from .style import MISSING_FACE, new_figure, save
+from .practice import figure_entry
+from .style import MISSING_FACE, new_figure
 
 
 def median_censored(steps: np.ndarray, censored: np.ndarray, budget: float
@@ -52,13 +53,6 @@ def _select(rf: ResultFile, da: xr.DataArray, keep: tuple[str, ...]
     return da, notes
 
 
-def _entry(rf: ResultFile, out_dir: Path, fig: Any, name: str, var: str, fmt: str,
-           text: str, fields: dict[str, str], **extra: Any) -> dict[str, Any]:
-    file = f"{rf.stem}-grokking-{name}.{fmt}"
-    save(fig, out_dir / file, fmt)
-    caption = text + " " + "; ".join(f"{k}: {v}" for k, v in fields.items()) + "."
-    return {"file": file, "kind": "practice", "var": var, "source": str(rf.path),
-            "caption": caption, "stem": rf.stem, "missing": 0, **extra}
 
 
 def _alpha_colours(alphas: list[float]) -> list[Any]:
@@ -102,7 +96,8 @@ def _panel(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
     text = ("Training (dashed) and validation (solid) accuracy on the full sets against "
             "optimiser steps (logarithmic; step 0 left out), median over seeds, per embedding "
             "scale α" + (f" ({'; '.join(notes)})" if notes else "") + ".")
-    return _entry(rf, out_dir, fig, "accuracy", "val_acc", fmt, text, fields)
+    return figure_entry(rf, out_dir, fig, "accuracy", "val_acc", fmt, text, fields,
+                        prefix="grokking")
 
 
 def _heatmap(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
@@ -155,9 +150,9 @@ def _heatmap(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
             f"run counted as the budget of {budget:g} steps; hatched cells: censored median "
             f"(at least half the seeds never reached it); {where}"
             + (f" ({'; '.join(notes)})" if notes else "") + ".")
-    return _entry(rf, out_dir, fig, "steps-to-val", "steps_to_val", fmt, text, fields,
-                  median_steps_to_val=table,
-                  censored_cells=[[bool(c) for c in row] for row in cens])
+    return figure_entry(rf, out_dir, fig, "steps-to-val", "steps_to_val", fmt, text, fields,
+                        prefix="grokking", median_steps_to_val=table,
+                        censored_cells=[[bool(c) for c in row] for row in cens])
 
 
 def _hatch(x: int, y: int) -> Any:

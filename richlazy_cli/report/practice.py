@@ -92,9 +92,12 @@ def _colours(alphas: list[float | None]) -> tuple[list[Any], colors.Normalize | 
     return [cmap(norm(a)) for a in finite], norm
 
 
-def _entry(rf: ResultFile, out_dir: Path, fig: Any, name: str, var: str, fmt: str,
-           text: str, fields: dict[str, str], **extra: Any) -> dict[str, Any]:
-    file = f"{rf.stem}-practice-{name}.{fmt}"
+def figure_entry(rf: ResultFile, out_dir: Path, fig: Any, name: str, var: str, fmt: str,
+                 text: str, fields: dict[str, str], prefix: str = "practice",
+                 **extra: Any) -> dict[str, Any]:
+    """Save ``fig`` as ``STEM-PREFIX-NAME.FMT`` and return its entry in the report index
+    (caption: ``text`` and the file's fields)."""
+    file = f"{rf.stem}-{prefix}-{name}.{fmt}"
     save(fig, out_dir / file, fmt)
     caption = text + " " + "; ".join(f"{k}: {v}" for k, v in fields.items()) + "."
     return {"file": file, "kind": "practice", "var": var, "source": str(rf.path),
@@ -131,7 +134,7 @@ def _rhm(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
     text = ("Final test accuracy against the training fraction, mean ± 1 s.d. over seeds, per "
             f"relative scale α. Sample complexity f*0.5 (seed-mean accuracy 0.5): {stars}"
             + (f" ({'; '.join(notes)})" if notes else "") + ".")
-    return [_entry(rf, out_dir, fig, "accuracy", "final_test_acc", fmt, text, fields,
+    return [figure_entry(rf, out_dir, fig, "accuracy", "final_test_acc", fmt, text, fields,
                    f_star=f_star)]
 
 
@@ -163,7 +166,7 @@ def _cnn(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
         text = (f"{name.replace('_', ' ').capitalize()} against epochs (logarithmic; epoch 0, "
                 "where every distance is 0, left out), mean ± 1 s.d. over seeds, per relative "
                 "scale α" + (f" ({'; '.join(notes)})" if notes else "") + ".")
-        entries.append(_entry(rf, out_dir, fig, f"{name}", name, fmt, text, fields))
+        entries.append(figure_entry(rf, out_dir, fig, f"{name}", name, fmt, text, fields))
     S, _ = _fixed(rf, rf.masked("kernel_distance"))
     H, _ = _fixed(rf, rf.masked("hamming_distance"))
     H = H.transpose(*S.dims)
@@ -183,7 +186,7 @@ def _cnn(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
     ax.set_title(f"kernel against Hamming distance (Spearman {rho:.3f})", fontsize="small")
     text = ("Kernel distance against Hamming distance at every (α, seed, checkpoint), coloured "
             f"by α; Spearman rank correlation {rho:.3f}.")
-    entries.append(_entry(rf, out_dir, fig, "kernel-vs-hamming", "kernel_distance", fmt, text,
+    entries.append(figure_entry(rf, out_dir, fig, "kernel-vs-hamming", "kernel_distance", fmt, text,
                           fields, spearman=None if not math.isfinite(rho) else rho))
     return entries
 
