@@ -13,7 +13,7 @@ REPORTS := reports
 
 .PHONY: install demo test test-slow lint bench clean help fig3 fig1b-small fig1a azulay-small \
 	fig5a fig5b-small fig7 fig8 fig10 linear-b1 ren-sgd-dscaling ren-width \
-	fig6a-small fig6c-small fig6d-reduced
+	fig6a-small fig6b-small fig6c-small fig6d-reduced
 
 help:
 	@echo "make install   create .venv and install richlazy (editable, all extras)"
@@ -27,6 +27,7 @@ help:
 	@echo "make linear-b1 azulay-small  linear and diagonal theory -> reports/<name>/"
 	@echo "make ren-sgd-dscaling ren-width  Ren et al. scaling laws -> reports/<name>/"
 	@echo "make fig6a-small  LeNet kernel/Hamming/parameter distance vs alpha (practice extra)"
+	@echo "make fig6b-small  first-layer filter smoothness (roughness) vs alpha on digits24"
 	@echo "make fig6c-small  random hierarchy model: accuracy vs training fraction and alpha"
 	@echo "make fig6d-reduced  grokking of modular arithmetic: steps to grokking vs alpha"
 
@@ -63,6 +64,7 @@ fig8: $(REPORTS)/fig8/index.html
 fig10: $(REPORTS)/fig10-reduced/index.html
 azulay-small: $(REPORTS)/azulay-diagonal-small/index.html
 fig6a-small: $(REPORTS)/cnn-digits-alpha-small/index.html
+fig6b-small: $(REPORTS)/filters-digits24-small/index.html
 fig6c-small: $(REPORTS)/rhm-alpha-small/index.html
 fig6d-reduced: $(REPORTS)/grokking-reduced/index.html
 ren-sgd-dscaling: $(REPORTS)/ren-sgd-dscaling/index.html

@@ -49,6 +49,9 @@ def test_alpha_leaves_the_function_unchanged_at_init(alpha: float) -> None:
         (nets.lenet("lenet_digits", (1, 24, 24)), g.standard_normal((5, 1, 24, 24))),
         (nets.lenet("lenet5", (1, 28, 28)), g.standard_normal((5, 1, 28, 28))),
         (nets.lenet("lenet5", (3, 32, 32)), g.standard_normal((5, 3, 32, 32))),
+        (nets.network("smooth2d", (1, 24, 24)), g.standard_normal((5, 1, 24, 24))),
+        (nets.network("smooth2d", (3, 32, 32), 15), g.standard_normal((5, 3, 32, 32))),
+        (nets.network("smooth1d", (1, 40)), g.standard_normal((5, 1, 40))),
     ]
     for net, X in cases:
         f1 = forward_at(net, 1.0, X)

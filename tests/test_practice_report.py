@@ -1,4 +1,4 @@
-"""The practice figures of ``richlazy report`` (docs/rhm.md §6, docs/cnn.md §5)."""
+"""The practice figures of ``richlazy report`` (docs/rhm.md §6, docs/cnn.md §5–6)."""
 
 from __future__ import annotations
 

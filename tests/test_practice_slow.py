@@ -1,8 +1,8 @@
-"""Slow checks of the practice models at the papers' sizes (docs/rhm.md §4, docs/cnn.md §4).
+"""Slow checks of the practice models at the papers' sizes (docs/rhm.md §4, docs/cnn.md §4–5).
 
-Kunin et al. 2024 give these outcomes as pictures (Fig. 6a, 6c); the margins are ours,
+Kunin et al. 2024 give these outcomes as pictures (Fig. 6a, 6b, 6c); the margins are ours,
 calibrated on a first full run (the measured values are in jobs/rhm-alpha-small.toml and
-jobs/cnn-digits-alpha-small.toml) and then frozen.
+jobs/cnn-digits-alpha-small.toml and jobs/filters-digits24.toml) and then frozen.
 """
 
 from __future__ import annotations
@@ -72,3 +72,35 @@ def test_cnn_kernel_motion_grows_with_alpha_and_tracks_activations(tmp_path: Pat
     j1 = int(np.flatnonzero(ds.epoch.values == 1)[0])
     early = ds.kernel_distance.isel(checkpoint=j1).mean("seed").values
     print("rel_param(end):", rel.tolist(), "S(epoch 1)/S(end):", (early / S).tolist())
+
+
+@pytest.fixture(scope="module")
+def filters_end(tmp_path_factory: pytest.TempPathFactory) -> xr.Dataset:
+    """Seed means at the end of jobs/filters-digits24.toml at α ∈ {0.1, 1, 10} (one run
+    for both tests)."""
+    out = tmp_path_factory.mktemp("filters") / "filters.h5"
+    ds = sweep("filters-digits24.toml", out, "-g", "alpha=0.1,1,10", "-g", "seed=range(3)")
+    return ds.isel(checkpoint=-1).mean("seed").load()
+
+
+def test_upstream_initialisation_learns_smoother_filters(filters_end: xr.Dataset) -> None:
+    """digits24, smooth2d (k = 9), 30 epochs, α ∈ {0.1, 1, 10}, 3 seeds (docs/cnn.md §5).
+    The direction is the one the first full run showed: smoother filters at α = 10 (the
+    smaller first layer), as App. D.3's ÷α convention and Fig. 6b's "upstream" label say
+    (the Fig. 11 caption's "α < 1" reads the other way)."""
+    R = filters_end.filter_roughness.values  # α = 0.1, 1, 10
+    print("R(end):", R.tolist())
+    assert R[2] < R[1] < R[0]
+    # [ours] margin of the specification, kept: R(10) <= 0.7 R(1); the first full run
+    # measured R = 12.34, 5.33, 0.154 (R(10)/R(1) = 0.029)
+    assert R[2] <= 0.7 * R[1]
+
+
+@pytest.mark.xfail(strict=True, reason="not reproduced: without normalisation the readout "
+                   "x alpha slows or stalls SGD at alpha = 10 (docs/cnn.md §5)")
+def test_filter_accuracies_are_comparable_across_alpha(filters_end: xr.Dataset) -> None:
+    """Fig. 11A: |test_acc(α) − test_acc(1)| ≤ 0.03 for α ∈ {0.1, 10}. The first full run
+    measured seed means 0.876, 0.943, 0.505 (α = 0.1, 1, 10; one α = 10 seed at chance)."""
+    acc = filters_end.test_acc.values
+    print("test accuracy:", acc.tolist())
+    assert abs(acc[0] - acc[1]) <= 0.03 and abs(acc[2] - acc[1]) <= 0.03

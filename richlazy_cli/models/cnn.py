@@ -7,18 +7,23 @@ standard deviation. The probe set of the metrics is a seed-chosen ``probe_fracti
 training set (``rng(seed, "probe")``).
 
 Network (docs/cnn.md eq. (1)): ``lenet_digits`` (3×3 convolutions, for 8×8 or 24×24 images) or
-``lenet5`` (5×5, for 28×28 or 32×32 images from an ``npz`` file), He-normal weights, zero
-biases, then conv1 ÷ α and the last dense layer × α (docs/practice.md eq. (1)).
+``lenet5`` (5×5, for 28×28 or 32×32 images from an ``npz`` file); or, for the filter-smoothness
+experiment (Kunin et al. 2024, Fig. 6b, Fig. 11; docs/cnn.md §5), ``smooth2d`` / ``smooth1d``:
+a ``first_kernel``-wide convolution, a 3-wide one and global average pooling (docs/cnn.md
+eq. (3)). He-normal weights, zero biases, then conv1 ÷ α and the last dense layer × α
+(docs/practice.md eq. (1)).
 
 Training (docs/cnn.md eq. (2)): Adam (β = (0.9, 0.999), ε = 1e-8; the paper does not name its
-optimiser) on the mean cross-entropy, mini-batches of ``batch`` from a fresh permutation per
-epoch (``rng(seed, "batches")``, the last batch possibly smaller).
+optimiser) or SGD with ``momentum`` on the mean cross-entropy, mini-batches of ``batch`` from a
+fresh permutation per epoch (``rng(seed, "batches")``, the last batch possibly smaller).
 
 Metrics (docs/practice.md §3) at checkpoint steps: 0, the first ``first_steps`` steps, and the
 ends of the epochs in ``checkpoints`` (default 1, 2, 5, 10, 20, 50, 100, 200, 500, and the last
 epoch): the kernel distance S(0,t) of the empirical NTK over the probe set (float64,
 ``torch.func`` Jacobians), the Hamming distance of the probe set's activation bits over every
-hidden unit, the parameter distance and its ratio to ‖θ₀‖, losses and accuracies.
+hidden unit, the parameter distance and its ratio to ‖θ₀‖, losses and accuracies, and the mean
+roughness R̄ of the first-layer filters (docs/cnn.md eq. (4)); with ``save_filters``, the
+first-layer filters at the end.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import xarray as xr
 
 from ..errors import BadInput, Status
 from ..practice import data as sources
-from ..practice import metrics, nets, torchenv
+from ..practice import filters, metrics, nets, torchenv
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
@@ -63,11 +68,16 @@ class CNN(Model):
         Param("dataset", "str", "digits", "data source", choices=sources.SOURCES),
         Param("data_file", "path", None, "the .npz file of dataset = npz (X, y[, X_test, "
               "y_test])", optional=True),
-        Param("arch", "str", "lenet_digits", "network", choices=nets.ARCHS),
+        Param("arch", "str", "lenet_digits", "network: a LeNet (docs/cnn.md §1) or a "
+              "filter-smoothness net smooth2d / smooth1d (docs/cnn.md §5)", choices=nets.ARCHS),
+        Param("first_kernel", "int", None, "first convolution's kernel size, odd (smooth2d "
+              "default 9, smooth1d 15; the LeNets' is fixed)", low=3, optional=True),
         Param("alpha", "float", 1.0, "relative scale: conv1 / alpha, last dense * alpha",
               low=0.0, low_open=True, batchable=True),
-        Param("optimizer", "str", "adam", "optimiser (Adam stands in for the paper's unstated "
-              "one)", choices=("adam",)),
+        Param("optimizer", "str", "adam", "optimiser: adam (stands in for the paper's unstated "
+              "one) or sgd (with momentum)", choices=("adam", "sgd")),
+        Param("momentum", "float", 0.9, "momentum of optimizer = sgd", low=0.0, high=1.0,
+              high_open=True),
         Param("lr", "float", 1e-4, "learning rate", low=0.0, low_open=True, batchable=True),
         Param("batch", "int", 512, "mini-batch size", low=1),
         Param("epochs", "int", 500, "training epochs", low=1),
@@ -78,6 +88,7 @@ class CNN(Model):
         Param("first_steps", "int", 10, "checkpoint every one of the first steps", low=0),
         Param("checkpoints", "int_list", None, "checkpoint epochs (default 1, 2, 5, 10, 20, "
               "50, 100, 200, 500; the last epoch is always added)", low=0, optional=True),
+        Param("save_filters", "bool", False, "also store the first layer's filters at the end"),
         *torchenv.run_params("seed of split, probe set, initialisation and batches",
                              "float64"),
     )
@@ -87,6 +98,12 @@ class CNN(Model):
              "alpha": 1.0, "seed": 0},
             {"epochs": 1, "batch": 256, "first_steps": 2, "probe_fraction": 0.01,
              "alpha": 10.0, "seed": 1},
+            {"arch": "smooth1d", "dataset": "mnist1d", "first_kernel": 7, "optimizer": "sgd",
+             "lr": 0.05, "epochs": 1, "batch": 1024, "first_steps": 1, "probe_fraction": 0.005,
+             "save_filters": True, "alpha": 0.5, "seed": 2},
+            {"arch": "smooth1d", "dataset": "mnist1d", "first_kernel": 7, "optimizer": "sgd",
+             "lr": 0.05, "epochs": 1, "batch": 1024, "first_steps": 1, "probe_fraction": 0.005,
+             "save_filters": True, "alpha": 4.0, "seed": 3},
         ),
     }
 
@@ -97,19 +114,28 @@ class CNN(Model):
         if values["dataset"] != "npz" and values.get("data_file") is not None:
             raise BadInput("parameter data_file: only read when dataset = npz")
         shape = sources.check_source(values["dataset"], values.get("data_file"))
-        nets.lenet_geometry(values["arch"], shape)
+        if values["optimizer"] != "sgd" and values["momentum"] != 0.9:
+            raise BadInput("parameter momentum: only read when optimizer = sgd")
+        nets.network(values["arch"], shape, values.get("first_kernel"))
 
     @classmethod
     def cost(cls, values: Mapping[str, Any]) -> float:
-        shape = (1, 8, 8) if values["dataset"] == "digits" else (1, 24, 24)
-        if values["dataset"] == "npz" or values["arch"] == "lenet5":
-            shape = (1, 28, 28)
-        size = math.prod(shape) / 64.0
-        n_train = 1437.0 * (1.0 if values["dataset"] != "mnist1d" else 4000 / 1437)
-        train = 215e3 * size * n_train * values["epochs"]
+        shape = {"digits": (1, 8, 8), "digits24": (1, 24, 24), "mnist1d": (1, 40)}.get(
+            values["dataset"], (1, 28, 28))
+        n_train = 1437.0 if values["dataset"] in ("digits", "digits24") else 4000.0
+        if values["arch"] in nets.SMOOTH:
+            k = values.get("first_kernel") or nets.FIRST_KERNEL[values["arch"]]
+            dims = len(shape) - 1
+            n1 = math.prod(shape[1:])
+            macs = 16 * k**dims * n1 + 32 * 16 * 3**dims * n1 / 2**dims
+            n_params = 16 * k**dims + 32 * 16 * 3**dims
+        else:
+            macs = 36e3 * math.prod(shape) / 64.0
+            n_params = 2e4 * math.prod(shape) / 64.0
+        train = 6 * macs * n_train * values["epochs"]
         n_probe = values["probe_fraction"] * n_train
         n_ck = 10 + len(DEFAULT_EPOCHS)
-        return (train + n_ck * 10 * n_probe**2 * 2e4 * 2 * size) / 1e9
+        return (train + n_ck * 20 * n_probe**2 * n_params) / 1e9
 
     # ------------------------------------------------------------------------------------------
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
@@ -145,10 +171,19 @@ class CNN(Model):
             "test_loss": "test mean cross-entropy",
             "train_acc": "training accuracy",
             "test_acc": "test accuracy",
+            "filter_roughness": "mean normalised Laplacian energy ||L * w||^2 / ||w||^2 of "
+                                "the first layer's filters (lower is smoother)",
         }
         data = {k: var(C, stacked[k], text) for k, text in long.items()}
         for k in data:
             data[k].attrs["nan_meaning"] = "not reached: the configuration diverged earlier"
+        if "filters" in stacked:
+            w = stacked["filters"]
+            fdims = ("point", "out_channel", "in_channel",
+                     *(("filter_row", "filter_col") if w.ndim == 5 else ("filter_col",)))
+            data["filters"] = var(fdims, w, "first-layer convolution filters at the end of "
+                                  "training")
+            data["filters"].attrs["nan_meaning"] = "the configuration diverged"
         data["status"] = var(("point",), status, "0 ok, 1 diverged")
         coords = {
             "step": var(("checkpoint",), ck, "optimiser step", "steps"),
@@ -158,12 +193,20 @@ class CNN(Model):
         attrs = {"kernel": f"{v['kernel']}: " + (
             "K = sum_c J_c J_c^T over the logits c" if v["kernel"] == "trace"
             else "K = [J_c J_c'^T], (n c) x (n c)"),
-            "steps_per_epoch": int(spe), **torchenv.provenance(device)}
+            "steps_per_epoch": int(spe),
+            "filter_roughness_iid": _iid_level(str(v["arch"]), v.get("first_kernel")),
+            **torchenv.provenance(device)}
         return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
 with torchenv.registering():
     register(CNN)
+
+
+def _iid_level(arch: str, first_kernel: int | None) -> float:
+    """E R of an i.i.d. Gaussian first-layer filter (docs/cnn.md eq. (4))."""
+    k = first_kernel or nets.FIRST_KERNEL[arch]
+    return filters.expected_roughness(k, 1 if arch == "smooth1d" else 2)
 
 
 def _train_one(split: sources.DataSplit, v: Mapping[str, Any], p: Mapping[str, Any],
@@ -175,7 +218,8 @@ def _train_one(split: sources.DataSplit, v: Mapping[str, Any], p: Mapping[str, A
     seed, alpha, lr = int(p["seed"]), float(p["alpha"]), float(p["lr"])
     dtype = torchenv.torch_dtype(v["dtype"])
     f64 = torch.float64
-    net = nets.lenet(str(v["arch"]), split.sample_shape)
+    net = nets.network(str(v["arch"]), split.sample_shape, v.get("first_kernel"))
+    dims = len(net.shapes[net.first]) - 2
     n_train = split.y_train.shape[0]
     bsz = int(v["batch"])
     spe = math.ceil(n_train / bsz)
@@ -193,10 +237,13 @@ def _train_one(split: sources.DataSplit, v: Mapping[str, Any], p: Mapping[str, A
     params = nets.to_torch(theta0, dtype, device, requires_grad=True)
     params0 = nets.to_torch(theta0, f64, device)
     plist = list(params.values())
-    opt = torch.optim.Adam(plist, lr=lr, betas=(0.9, 0.999), eps=1e-8, foreach=False)
+    if v["optimizer"] == "sgd":
+        opt: Any = torch.optim.SGD(plist, lr=lr, momentum=float(v["momentum"]), foreach=False)
+    else:
+        opt = torch.optim.Adam(plist, lr=lr, betas=(0.9, 0.999), eps=1e-8, foreach=False)
     g_batches = rng(seed, "batches")
     names = ("kernel_distance", "hamming_distance", "param_distance", "rel_param_distance",
-             "train_loss", "test_loss", "train_acc", "test_acc")
+             "train_loss", "test_loss", "train_acc", "test_acc", "filter_roughness")
     out = {k: np.full(ck.size, np.nan) for k in names}
     K0: Any = None
     bits0: Any = None
@@ -212,6 +259,8 @@ def _train_one(split: sources.DataSplit, v: Mapping[str, Any], p: Mapping[str, A
             bits = metrics.activation_bits(net.forward(p64, Xp)[1])
             out["param_distance"][j], out["rel_param_distance"][j] = metrics.param_distance(
                 p64, params0)
+            out["filter_roughness"][j] = filters.mean_roughness(
+                p64[net.first].cpu().numpy(), dims)
         K = metrics.ntk(net.forward, p64, Xp, str(v["kernel"]))
         if K0 is None:
             K0, bits0 = K, bits
@@ -220,12 +269,14 @@ def _train_one(split: sources.DataSplit, v: Mapping[str, Any], p: Mapping[str, A
         return True
 
     step, j = 0, 0
+    ok = True
     for _epoch in range(epochs):
         order = torch.as_tensor(g_batches.permutation(n_train), device=device)
         for b0 in range(0, n_train, bsz):
             if j < ck.size and step == ck[j]:
                 if not record(j):
-                    return out, False, ck, spe
+                    ok = False
+                    break
                 j += 1
             idx = order[b0:b0 + bsz]
             logits, _ = net.forward(params, X[idx])
@@ -234,6 +285,11 @@ def _train_one(split: sources.DataSplit, v: Mapping[str, Any], p: Mapping[str, A
             loss.backward()
             opt.step()
             step += 1
-    if j < ck.size and step == ck[j] and not record(j):
-        return out, False, ck, spe
-    return out, True, ck, spe
+        if not ok:
+            break
+    if ok and j < ck.size and step == ck[j]:
+        ok = record(j)
+    if v["save_filters"]:
+        w = params[net.first].detach().to(f64).cpu().numpy()
+        out["filters"] = w if ok else np.full_like(w, np.nan)
+    return out, ok, ck, spe

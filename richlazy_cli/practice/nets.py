@@ -88,7 +88,11 @@ def mlp(d_in: int, width: int, hidden_layers: int, n_out: int) -> Net:
 
 # -- LeNets (docs/cnn.md §1) -----------------------------------------------------------------
 
-ARCHS = ("lenet_digits", "lenet5")
+LENETS = ("lenet_digits", "lenet5")
+SMOOTH = ("smooth2d", "smooth1d")
+ARCHS = LENETS + SMOOTH
+FIRST_KERNEL = {"lenet_digits": 3, "lenet5": 5, "smooth2d": 9, "smooth1d": 15}
+"""The first convolution's kernel size of each architecture (settable for ``smooth*``)."""
 
 
 def lenet_geometry(arch: str, in_shape: tuple[int, ...]) -> dict[str, int]:
@@ -148,6 +152,76 @@ def lenet(arch: str, in_shape: tuple[int, ...], n_out: int = 10) -> Net:
         return out, [z1, z2, z3, z4]
 
     return Net(shapes, "conv1.weight", "fc3.weight", std, forward, units)
+
+
+# -- the filter-smoothness networks (docs/cnn.md §5) -----------------------------------------
+
+def smooth_geometry(arch: str, in_shape: tuple[int, ...], first_kernel: int) -> dict[str, int]:
+    """Check that ``smooth2d`` (images (C, H, W)) or ``smooth1d`` (signals (C, L)) fits the
+    data and that ``first_kernel`` is odd, at least 3 and no larger than the input; returns
+    the channels and the spatial size(s) before and after the pooling."""
+    dims = 2 if arch == "smooth2d" else 1
+    if len(in_shape) != dims + 1:
+        want = "images (channels, height, width)" if dims == 2 else "signals (channels, length)"
+        raise BadInput(f"parameter arch: {arch} needs {want}; the data have samples of shape "
+                       f"{tuple(in_shape)}")
+    k = first_kernel
+    if k < 3 or k % 2 == 0:
+        raise BadInput(f"parameter first_kernel: must be odd and at least 3 ('same' padding "
+                       f"and a Laplacian need a centre), not {k}")
+    sides = in_shape[1:]
+    if k > min(sides):
+        raise BadInput(f"parameter first_kernel: {k} is larger than the input "
+                       f"({'x'.join(map(str, sides))})")
+    if min(sides) < 2:
+        raise BadInput(f"parameter arch: {arch} needs inputs of side at least 2")
+    return {"c": in_shape[0], "k": k, "dims": dims,
+            "n1": math.prod(sides), "n2": math.prod(s // 2 for s in sides)}
+
+
+def smooth_net(arch: str, in_shape: tuple[int, ...], first_kernel: int,
+               n_out: int = 10) -> Net:
+    """conv k (16 channels, 'same') → ReLU → max-pool 2 → conv 3 (32, 'same') → ReLU → global
+    average pool → dense ``n_out``; 2-D for ``smooth2d``, 1-D for ``smooth1d``. He-normal
+    weights N(0, 2/fan_in), zero biases (docs/cnn.md eq. (3)). Global average pooling is
+    linear, so conv1 ÷ α and dense × α leave f unchanged at initialisation."""
+    g = smooth_geometry(arch, in_shape, first_kernel)
+    k, c, dims = g["k"], g["c"], g["dims"]
+    box = (k,) * dims
+    shapes = {
+        "conv1.weight": (16, c, *box), "conv1.bias": (16,),
+        "conv2.weight": (32, 16, *(3,) * dims), "conv2.bias": (32,),
+        "fc.weight": (n_out, 32), "fc.bias": (n_out,),
+    }
+    std = {name: math.sqrt(2.0 / math.prod(shape[1:]))
+           for name, shape in shapes.items() if name.endswith("weight")}
+    units = 16 * g["n1"] + 32 * g["n2"]
+
+    def forward(params: dict[str, Any], x: Any) -> tuple[Any, list[Any]]:
+        import torch.nn.functional as F
+
+        conv = F.conv2d if dims == 2 else F.conv1d
+        pool = F.max_pool2d if dims == 2 else F.max_pool1d
+        z1 = conv(x, params["conv1.weight"], params["conv1.bias"], padding=k // 2)
+        a1 = pool(z1.clamp_min(0), 2)
+        z2 = conv(a1, params["conv2.weight"], params["conv2.bias"], padding=1)
+        a2 = z2.clamp_min(0).flatten(-dims).mean(-1)
+        out = a2 @ params["fc.weight"].T + params["fc.bias"]
+        return out, [z1, z2]
+
+    return Net(shapes, "conv1.weight", "fc.weight", std, forward, units)
+
+
+def network(arch: str, in_shape: tuple[int, ...], first_kernel: int | None = None) -> Net:
+    """The ``cnn`` model's network ``arch`` on samples of ``in_shape`` (docs/cnn.md §1, §5);
+    ``first_kernel`` (only for ``smooth*``) defaults to :data:`FIRST_KERNEL`."""
+    if arch in LENETS:
+        if first_kernel is not None and first_kernel != FIRST_KERNEL[arch]:
+            raise BadInput(f"parameter first_kernel: {arch} has a fixed {FIRST_KERNEL[arch]}x"
+                           f"{FIRST_KERNEL[arch]} first convolution; first_kernel is for "
+                           f"{' and '.join(SMOOTH)}")
+        return lenet(arch, in_shape)
+    return smooth_net(arch, in_shape, first_kernel or FIRST_KERNEL[arch])
 
 
 def to_torch(params: dict[str, np.ndarray], dtype: Any, device: str,

@@ -1,4 +1,4 @@
-"""Figures of the practice experiments (docs/rhm.md §6, docs/cnn.md §5), drawn by ``auto``.
+"""Figures of the practice experiments (docs/rhm.md §6, docs/cnn.md §6), drawn by ``auto``.
 
 * ``rhm``: final test accuracy against the training fraction, one curve per α (mean ± 1 s.d.
   over seeds, logarithmic fraction axis), and the sample complexity f*₀.₅(α), the smallest
@@ -7,6 +7,10 @@
 * ``cnn``: kernel distance, Hamming distance and parameter distance against epochs, one curve
   per α (mean ± 1 s.d. over seeds); and a scatter of kernel distance against Hamming distance
   over every (α, seed, checkpoint), coloured by α, with their Spearman correlation.
+* ``cnn`` with a filter-smoothness net (``smooth2d``/``smooth1d``, docs/cnn.md §5): the mean
+  roughness R̄ of the first-layer filters against α at initialisation and at the end, with the
+  i.i.d. Gaussian level drawn as a reference line, and, when the filters were saved, a gallery
+  of the final filters, one row per α (first seed).
 
 Other grid dimensions than ``alpha``, ``train_fraction`` and ``seed`` are shown at their first
 value (said in the caption). Failed or missing points are left out.
@@ -191,11 +195,92 @@ def _cnn(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
     return entries
 
 
+def _roughness(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
+               ) -> list[dict[str, Any]]:
+    if "filter_roughness" not in rf.ds or rf.ds["filter_roughness"].dims[-1] != "checkpoint":
+        return []
+    da, notes = _fixed(rf, rf.masked("filter_roughness"))
+    da = da.transpose(..., "checkpoint")
+    iid = rf.ds.attrs.get("filter_roughness_iid")
+    fig = new_figure()
+    ax = fig.add_subplot()
+    summary: dict[str, dict[str, float | None]] = {}
+    curves = {}
+    for when, j in (("initialisation", 0), ("end", -1)):
+        rows = _by_alpha(da.isel(checkpoint=j))
+        a = np.array([1.0 if r[0] is None else r[0] for r in rows])
+        mean = np.array([float(r[1]) for r in rows])
+        sd = np.array([float(r[2]) for r in rows])
+        curves[when] = (a, mean, sd)
+        for ai, m in zip(a, mean, strict=True):
+            summary.setdefault(f"{ai:g}", {})[when] = None if not math.isfinite(m) else m
+    for (when, (a, mean, sd)), style in zip(curves.items(), ("s--", "o-"), strict=True):
+        ax.errorbar(a, mean, yerr=sd, fmt=style, capsize=3,
+                    color="grey" if when == "initialisation" else "C0", label=f"at {when}")
+    if iid is not None:
+        ax.axhline(float(iid), color="C3", ls=":", lw=1,
+                   label=f"i.i.d. Gaussian filters ({float(iid):.3g})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("relative scale α")
+    ax.set_ylabel("mean filter roughness R̄")
+    ax.set_title("first-layer filter roughness (lower = smoother)", fontsize="small")
+    ax.legend(fontsize="small")
+    end = ", ".join(f"α = {k}: {v['end']:.3g}" for k, v in summary.items()
+                    if v.get("end") is not None)
+    text = ("Mean normalised Laplacian energy R̄ = ‖Λ∗w‖²/‖w‖² of the first-layer filters "
+            "against α, at initialisation and at the end of training (mean ± 1 s.d. over "
+            f"seeds; dotted: the i.i.d. Gaussian level). At the end: {end}"
+            + (f" ({'; '.join(notes)})" if notes else "") + ".")
+    entries = [figure_entry(rf, out_dir, fig, "roughness", "filter_roughness", fmt, text,
+                            fields, roughness=summary)]
+    if "filters" in rf.ds:
+        entries.append(_gallery(rf, out_dir, fmt, fields))
+    return entries
+
+
+def _gallery(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
+             ) -> dict[str, Any]:
+    """The final first-layer filters (input channel 0), one row per α, first seed."""
+    da, notes = _fixed(rf, rf.masked("filters"))
+    if "seed" in da.dims:
+        notes.append(f"seed = {rf.ds['seed'].values[0]}")
+        da = da.isel(seed=0)
+    da = da.isel(in_channel=0)
+    alphas = [float(a) for a in da["alpha"].values] if "alpha" in da.dims else [None]
+    n_f = int(da.sizes["out_channel"])
+    two_d = "filter_row" in da.dims
+    fig = new_figure(height=0.75 * len(alphas) + 0.5, width=0.7 * n_f + 0.5)
+    axes = fig.subplots(len(alphas), n_f, squeeze=False)
+    for r, a in enumerate(alphas):
+        sub = da.sel(alpha=a) if a is not None else da
+        for c in range(n_f):
+            ax = axes[r][c]
+            w = sub.isel(out_channel=c).values
+            lim = float(np.nanmax(np.abs(w))) if np.isfinite(w).any() else 1.0
+            if two_d:
+                ax.imshow(w, cmap="RdBu_r", vmin=-lim, vmax=lim)
+            else:
+                ax.plot(w, color="k", lw=1)
+                ax.set_ylim(-lim * 1.05, lim * 1.05)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if c == 0:
+                ax.set_ylabel("α = " + ("1" if a is None else f"{a:g}"), fontsize="small")
+    fig.suptitle("first-layer filters at the end of training", fontsize="small")
+    text = ("Final first-layer filters (input channel 0, each on its own symmetric colour "
+            "scale), one row per relative scale α" + (f" ({'; '.join(notes)})" if notes else "")
+            + ".")
+    return figure_entry(rf, out_dir, fig, "filters", "filters", fmt, text, fields)
+
+
 def practice_figures(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
                      ) -> list[dict[str, Any]]:
     """The practice figures of one result file (none for other models)."""
     if rf.model == "rhm":
         return _rhm(rf, out_dir, fmt, fields)
     if rf.model == "cnn":
-        return _cnn(rf, out_dir, fmt, fields)
+        smooth = str(rf.params.get("arch", "")).startswith("smooth") or "filters" in rf.ds
+        return _cnn(rf, out_dir, fmt, fields) + (
+            _roughness(rf, out_dir, fmt, fields) if smooth else [])
     return []
