@@ -215,7 +215,8 @@ DRY_RUN_SCRIPT = """
 import json, resource, runpy, sys, time
 sys.path.insert(0, {root!r})
 sys.argv = ["richlazy", "sweep", "solve", "single-neuron", "-g", "delta=linspace(-1,1,{n})",
-            "-g", "eta_a=linspace(0.5,1,{n})", "-o", {out!r}, "--dry-run", "-q"]
+            "-g", "eta_a=linspace(0.5,1,{n})", "-p", "n_times=3", "-p", "method=exact",
+            "-o", {out!r}, "--dry-run", "-q"]
 start = time.perf_counter()
 try:
     runpy.run_module("richlazy_cli", run_name="__main__")

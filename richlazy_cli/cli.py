@@ -46,9 +46,8 @@ from .cli_common import (
 )
 from .engine.job import RUN_OPTIONS, Action, Backend
 from .errors import BadInput, ExitCode
-from .report.build import ReportKind
 from .report.data import Reduction
-from .report.style import Format
+from .report.options import Format, ReportKind
 from .store_cli import store_app
 
 app = typer.Typer(
