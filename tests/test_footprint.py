@@ -137,3 +137,50 @@ def test_sums_over_a_million_points_run_once_per_case(toy_env) -> None:
     odd = every[every % 2 == 1]  # steps = 2, 4, ... at the odd flat indices
     total, cheapest = case_sum(job, odd, run)
     assert total == 1000 * sum(range(2, 1001, 2)) and cheapest == 1
+
+
+def test_a_million_point_dry_run_builds_no_point(tmp_path, toy_env, monkeypatch) -> None:
+    """The whole dry run (validation, plan, cost and size estimates, probe) of a 10⁶-point
+    grid builds the parameters of the one probed point only, and its memory is a few arrays
+    of the grid's size (flat indices, a mask), not a representation per point."""
+    import tracemalloc
+
+    from richlazy_cli.engine import grid as grid_module
+    from richlazy_cli.engine.run import RunOptions, execute
+
+    built: list[int] = []
+
+    def counted(method):
+        return lambda self, flats: built.append(len(flats)) or method(self, flats)
+
+    for name in ("points", "positions"):
+        monkeypatch.setattr(grid_module.Grid, name, counted(getattr(grid_module.Grid, name)))
+    tracemalloc.start()
+    job = Job.build("toy", "solve", {}, [("slope", "linspace(0,1,1000)"),
+                                         ("scale", "linspace(0,1,1000)")])
+    outcome = execute(job, tmp_path / "dry.h5", RunOptions(dry_run=True, jobs=2), ["test"])
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert outcome.plan.pending == 10**6 and outcome.estimate is not None
+    assert outcome.output_size.total == 10**6 * (8 * (2 * 8 + 1) + 9)
+    assert sum(built) == 0
+    assert peak < 40e6, peak  # a dict per point took over 500 MB
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_run_builds_each_chunks_points_when_it_is_dispatched(tmp_path, toy_env,
+                                                               monkeypatch) -> None:
+    from richlazy_cli.engine import grid as grid_module
+    from richlazy_cli.engine.run import RunOptions, execute
+
+    built: list[int] = []
+    original = grid_module.Grid.points
+    monkeypatch.setattr(grid_module.Grid, "points",
+                        lambda self, flats: built.append(len(flats)) or original(self, flats))
+    job = Job.build("toy", "solve", {}, [("slope", "linspace(0,1,40)"), ("seed", "range(50)")])
+    for backend in ("threads", "loky"):
+        built.clear()
+        opts = RunOptions(jobs=2 if backend == "threads" else 1, backend=backend,
+                          chunk_size=25, quiet=True)
+        assert execute(job, tmp_path / f"{backend}.h5", opts, ["test"]).exit_code == 0
+        assert built and max(built) <= 25 and sum(built) == 2000, backend

@@ -130,37 +130,46 @@ def overhead(sharded: bool) -> int:
     return BOOKKEEPING_BYTES + (SHARD_INDEX_BYTES if sharded else 0)
 
 
-def case_sum(job: Any, indices: np.ndarray, run: Any) -> tuple[float, int]:
-    """The sum of ``run(values)`` over the points ``indices`` (sorted flat indices), and the
-    point where it is smallest, without building the points' values.
+def case_sum(job: Any, points: np.ndarray | None, run: Any) -> tuple[float, int]:
+    """The sum of ``run(values)`` over some points of the grid, and the point where it is
+    smallest, without building the points' values.
 
-    ``run`` receives a point's values before the model's check (it runs the check itself if
-    it needs checked values) and returns a number. It is evaluated once per distinct case of
-    the grid (:class:`.validate.CaseTree`), weighted by the points of ``indices`` in the case.
-    Past :data:`CASE_LIMIT` cases, the mean over :data:`SAMPLE` evenly spaced points of
-    ``indices``, times their number, is the sum (and the smallest is among them).
+    ``points`` is a boolean mask over the grid's flat indices, or sorted flat indices, or None
+    for every point. ``run`` receives a point's values before the model's check (it runs the
+    check itself if it needs checked values) and returns a number. It is evaluated once per
+    distinct case of the grid (:class:`.validate.CaseTree`), weighted by the points in the
+    case. Past :data:`CASE_LIMIT` cases, the mean over :data:`SAMPLE` evenly spaced points,
+    times their number, is the sum (and the smallest is among them).
     """
-    indices = np.asarray(indices, dtype=np.int64)
     shape = job.grid.shape
-    mask = np.zeros(max(job.grid.size, 1), dtype=bool)
-    mask[indices] = True
-    mask = mask.reshape(shape)
+    size = max(job.grid.size, 1)
+    mask: np.ndarray | None = None
+    if points is not None:
+        points = np.asarray(points)
+        if points.dtype != bool:
+            flags = np.zeros(size, dtype=bool)
+            flags[points] = True
+            points = flags
+        mask = points.reshape(shape)
     total = 0.0
-    best: list[Any] = [math.inf, int(indices[0]) if indices.size else 0]
+    best: list[Any] = [math.inf, -1]
 
     def visit(fixed: dict[int, int], first: tuple[int, ...], value: Any) -> None:
         nonlocal total
         if isinstance(value, BaseException):
             raise value
         box = tuple(fixed.get(k, slice(None)) for k in range(len(shape)))
-        inside = mask[box]
-        count = int(np.count_nonzero(inside))
-        if not count:
-            return
+        free = [k for k in range(len(shape)) if k not in fixed]
+        if mask is None:
+            count, local = math.prod(shape[k] for k in free), (0,) * len(free)
+        else:
+            inside = mask[box]
+            count = int(np.count_nonzero(inside))
+            if not count:
+                return
+            local = np.unravel_index(int(np.argmax(inside)), np.shape(inside))
         total += float(value) * count
         if value < best[0]:
-            free = [k for k in range(len(shape)) if k not in fixed]
-            local = np.unravel_index(int(np.argmax(inside)), np.shape(inside))
             at = list(first)
             for k, i in zip(free, local, strict=True):
                 at[k] = int(i)
@@ -168,13 +177,14 @@ def case_sum(job: Any, indices: np.ndarray, run: Any) -> tuple[float, int]:
 
     try:
         CaseTree(job.grid, job.base, run, visit, limit=CASE_LIMIT, keep=False)
-        return total, best[1]
+        return total, max(best[1], 0)
     except TooManyCases:
         pass
-    picks = np.unique(np.linspace(0, indices.size - 1, min(indices.size, SAMPLE)).astype(int))
-    sample = indices[picks]
+    flat = np.arange(size) if mask is None else np.flatnonzero(mask)
+    picks = np.unique(np.linspace(0, flat.size - 1, min(flat.size, SAMPLE)).astype(int))
+    sample = flat[picks]
     values = np.array([run(_values(job, int(i))) for i in sample], dtype=float)
-    return float(values.mean()) * indices.size, int(sample[int(np.argmin(values))])
+    return float(values.mean()) * flat.size, int(sample[int(np.argmin(values))])
 
 
 def _values(job: Any, flat: int) -> dict[str, Any]:
@@ -183,12 +193,16 @@ def _values(job: Any, flat: int) -> dict[str, Any]:
     return values
 
 
-def declared_size(job: Any, indices: np.ndarray, sharded: bool) -> OutputSize | None:
-    """The result's size from the model's declared outputs, or None when it declares none."""
+def declared_size(job: Any, shard: Any) -> OutputSize | None:
+    """The result's size (the points of ``shard``, or the whole grid) from the model's
+    declared outputs, or None when it declares none."""
     model, action = job.model, job.action
     if getattr(model.output_bytes, "__func__", None) is Model.output_bytes.__func__:
         return None
-    extra = overhead(sharded)
+    size = max(job.grid.size, 1)
+    indices = None if shard is None else shard.select(size)
+    points = size if indices is None else int(indices.size)
+    extra = overhead(shard is not None)
 
     def run(values: Any) -> float:
         model.check(action, values)
@@ -201,7 +215,7 @@ def declared_size(job: Any, indices: np.ndarray, sharded: bool) -> OutputSize | 
         total, _ = case_sum(job, indices, run)
     except _Undeclared:  # a configuration the model does not declare
         return None
-    return OutputSize(total, int(np.asarray(indices).size), "declared by the model")
+    return OutputSize(total, points, "declared by the model")
 
 
 class _Undeclared(Exception):

@@ -414,9 +414,9 @@ PROBE_REPEAT_BELOW = 2.0
 one-off costs of a first call (imports, compiling kernels) do not dominate the estimate."""
 
 
-def pending_cost(job: Job, pending: np.ndarray) -> tuple[float, int]:
-    """The model's total cost of the ``pending`` points (sorted), and the cheapest of them,
-    once per distinct case of the grid (:func:`.footprint.case_sum`)."""
+def pending_cost(job: Job, pending: np.ndarray | None) -> tuple[float, int]:
+    """The model's total cost of the ``pending`` points (a mask over the grid, or None for
+    all), and the cheapest of them, once per distinct case (:func:`.footprint.case_sum`)."""
 
     def run(values: Any) -> float:
         job.model.check(job.action, values)
@@ -435,7 +435,11 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
     """
     if not plan.chunks:
         return None
-    pending = np.sort(np.concatenate(plan.chunks))
+    pending = None  # every point: no mask needed
+    if plan.pending < plan.points:
+        pending = np.zeros(max(job.grid.size, 1), dtype=bool)
+        for chunk in plan.chunks:
+            pending[chunk] = True
     total, cheapest = pending_cost(job, pending)
     probe_values = job.model.probe(job.values(cheapest))
     job.model.check(job.action, probe_values)
@@ -451,7 +455,7 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
         if timings[0] >= PROBE_REPEAT_BELOW:
             break
     probe = min(timings)
-    scale = total / probe_cost if probe_cost > 0 else float(pending.size)
+    scale = total / probe_cost if probe_cost > 0 else float(plan.pending)
     probe_bytes = 0.0
     if result.data is not None:
         probe_bytes = float(sum(item.nbytes for item in result.data.data_vars.values()))
@@ -481,9 +485,8 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
     man = manifest(job, opts.shard)
     stamp_manifest(man, job)  # input files' SHA-256 and the sweep's fingerprint
     size = max(job.grid.size, 1)
-    selected = opts.shard.select(size) if opts.shard else np.arange(size)
     # the result's size from the model's declared outputs, before anything is allocated
-    output_size = declared_size(job, selected, sharded=opts.shard is not None)
+    output_size = declared_size(job, opts.shard)
     if output_size is not None:
         output_size.check(opts.max_bytes)
     if opts.dry_run:
@@ -492,8 +495,9 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
         guess = estimate(job, the_plan)
         if output_size is None and guess is not None and guess.probe_bytes:
             per_point = guess.probe_bytes + overhead(opts.shard is not None)
-            output_size = OutputSize(per_point * selected.size, int(selected.size),
+            output_size = OutputSize(per_point * the_plan.selected, the_plan.selected,
                                      "measured on the probe")
+            output_size.check(opts.max_bytes)  # a shortened probe only underestimates
         return RunOutcome(None, ExitCode.OK, plan=the_plan, estimate=guess,
                           output_size=output_size)
     with output_lock(out):  # one writer per output for the whole run (engine/lock.py)
