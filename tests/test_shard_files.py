@@ -147,3 +147,31 @@ def test_merge_refuses_inconsistent_or_conflicting_shards(tmp_path, toy_env, cli
     result = cli("store", "merge", out, a, b, third)
     assert_one_line_error(result)
     assert "conflicting results" in result.err and not out.exists()
+
+
+def test_shard_files_of_the_former_layout_still_merge_and_resume(tmp_path, unsharded,
+                                                                 cli) -> None:
+    """A shard file over the whole grid, NaN at the other shards' points (as written before
+    the point layout), merges with shard files of the new layout and resumes into one."""
+    from richlazy_cli.engine.store import write_result
+
+    new = shard(cli, tmp_path, 2, 2)
+    former = tmp_path / "former.h5"
+    write_result(as_grid(open_result(shard(cli, tmp_path, 1, 2))), former)
+    with xr.open_dataset(former, engine="h5netcdf") as ds:
+        assert "point" not in ds.dims and ds["y"].shape[:3] == (8, 4, 2)
+    merged = tmp_path / "m.h5"
+    assert cli("store", "merge", merged, former, new).code == 0
+    assert_bitwise(unsharded, merged)
+    with h5py.File(former, "a") as f:  # as if two points had failed
+        status = f["status"][...]
+        status[0, 0, 0] = status[0, 1, 0] = 2
+        f["status"][...] = status
+    result = cli("sweep", "solve", "toy", *GRID, "-p", f"steps={STEPS}", "--shard", "1/2",
+                 "-o", former, "--resume", "--retry-failed", "-q")
+    assert result.code == 0, result.err
+    with xr.open_dataset(former, engine="h5netcdf") as ds:
+        np.testing.assert_array_equal(ds["point"].values, np.arange(0, 64, 2))
+    merged.unlink()
+    assert cli("store", "merge", merged, former, new).code == 0
+    assert_bitwise(unsharded, merged)
