@@ -184,3 +184,20 @@ def test_a_run_builds_each_chunks_points_when_it_is_dispatched(tmp_path, toy_env
                           chunk_size=25, quiet=True)
         assert execute(job, tmp_path / f"{backend}.h5", opts, ["test"]).exit_code == 0
         assert built and max(built) <= 25 and sum(built) == 2000, backend
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_undeclared_size_is_checked_on_the_first_chunk(tmp_path, toy_env, cli, monkeypatch,
+                                                          jobs) -> None:
+    """A model that declares nothing is measured on its first chunk, before the result's
+    arrays are allocated: refused with one line, and nothing is left behind."""
+    toy = all_models()["toy"]
+    monkeypatch.setattr(toy, "output_bytes", classmethod(lambda cls, action, values: None))
+    args = ["sweep", "solve", "toy", "-g", "slope=linspace(0,1,40)", "-p", "steps=100",
+            "--chunk-size", "5", "--jobs", jobs, "--backend", "threads", "-q"]
+    # 40 points x (1608 + 9) bytes = 64.7 kB
+    assert_refused(cli, [*args, "--max-bytes", "64kB"], "measured on the first chunk",
+                   tmp_path / "o.h5")
+    result = cli(*args, "--max-bytes", "65kB", "-o", tmp_path / "o.h5")
+    assert result.code == 0, result.err
+    assert data_bytes(tmp_path / "o.h5") == 40 * (1608 + 9)

@@ -103,7 +103,7 @@ class OutputSize:
     def check(self, limit: int, memory: int | None = None) -> None:
         """BadInput when the estimate exceeds ``limit`` or the physical ``memory``."""
         what = (f"the result would take about {human(self.total)} ({self.points:,} points x "
-                f"{human(self.per_point)})")
+                f"{human(self.per_point)}, {self.source})")
         if self.total > limit:
             raise BadInput(
                 f"{what}, more than the limit of {human(limit)}; raise it with --max-bytes "
