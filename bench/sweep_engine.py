@@ -18,7 +18,13 @@
    pages are the parent's until written, and which is not counted.
 4. Compression: that result written with and without compression (engine/store.py's
    COMPRESSION), file size and write time side by side, and the same for one shard of 8, which
-   holds the whole grid with NaN at the other shards' points.
+   holds only its own points (an eighth of the data).
+5. Dry run of 10^6 points: `richlazy sweep solve single-neuron` over a 1000 x 1000 grid with
+   --dry-run (validation, plan, cost and output-size estimates, one probe), wall time and peak
+   resident memory of the process, beside a one-point dry run (the same imports and probe).
+   Target: under 2 s and 150 MB. The grid adds little (engine/validate.py's CaseTree: one
+   check, cost and size per distinct case, no per-point dictionaries): most of both is what
+   any dry run takes (the interpreter, numpy, xarray, SciPy and the models, the probe).
 
 Lock and fingerprints are in place in every route (they cost one lock file and one hash of the
 parameters per run, and a fingerprint string per part).
@@ -205,6 +211,35 @@ def compression(folder: Path) -> dict[str, list[float]]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+DRY_RUN_SCRIPT = """
+import json, resource, runpy, sys, time
+sys.path.insert(0, {root!r})
+sys.argv = ["richlazy", "sweep", "solve", "single-neuron", "-g", "delta=linspace(-1,1,{n})",
+            "-g", "eta_a=linspace(0.5,1,{n})", "-p", "n_times=3", "-p", "method=exact",
+            "-o", {out!r}, "--dry-run", "-q"]
+start = time.perf_counter()
+try:
+    runpy.run_module("richlazy_cli", run_name="__main__")
+except SystemExit:
+    pass
+took = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({{"seconds": took, "peak_kb": peak}}))
+"""
+
+
+def dry_run(folder: Path, side: int) -> tuple[float, float]:
+    """Wall time (from the interpreter's start) and peak RSS of a side x side dry run."""
+    script = DRY_RUN_SCRIPT.format(root=str(ROOT), n=side, out=str(folder / "dry.h5"))
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    wall = time.perf_counter() - start
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    return wall, info["peak_kb"] * 1024
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=20_000)
@@ -213,6 +248,8 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPUs; numpy {np.__version__}")
     with tempfile.TemporaryDirectory(dir=ROOT / "results") as tmp:
         folder = Path(tmp)
+        dry_one, dry_one_rss = dry_run(folder, 1)
+        dry_big, dry_big_rss = dry_run(folder, 1000)
         engine, computed, written = overhead(args.points, folder, args.repeats)
         t1, t2 = speedup(folder)
         peak, baseline, size, data = memory(folder)
@@ -237,6 +274,15 @@ def main() -> None:
     print(f"{'  ratio peak / result data bytes':52s} {peak / data:12.2f} {'<= 2':>10s}")
     print(f"{'  ratio (peak - baseline) / result data bytes':52s} {(peak - baseline) / data:12.2f}")
     print(f"{'  ratio peak / file size':52s} {peak / size:12.2f}")
+    print(f"{'dry run of 10^6 points [s]':52s} {dry_big:12.2f} {'< 2':>10s}")
+    print(f"{'dry run of 10^6 points, peak RSS [MB]':52s} {dry_big_rss / 1e6:12.1f} "
+          f"{'< 150':>10s}")
+    print(f"{'  dry run of 1 point (imports, probe) [s]':52s} {dry_one:12.2f}")
+    print(f"{'  dry run of 1 point, peak RSS [MB]':52s} {dry_one_rss / 1e6:12.1f}")
+    print(f"{'  what the 10^6-point grid adds [s], [MB]':52s} {dry_big - dry_one:12.2f} "
+          f"{(dry_big_rss - dry_one_rss) / 1e6:10.1f}")
+    print(f"dry run of 10^6 points: {dry_big:.2f} s, {dry_big_rss / 1e6:.0f} MB "
+          f"(1 point: {dry_one:.2f} s, {dry_one_rss / 1e6:.0f} MB)")
     print()
     print(f"{'compression':32s} {'raw MB':>9s} {'zlib MB':>9s} {'size':>7s} "
           f"{'raw s':>7s} {'zlib s':>7s} {'time':>7s}")

@@ -46,9 +46,8 @@ from .cli_common import (
 )
 from .engine.job import RUN_OPTIONS, Action, Backend
 from .errors import BadInput, ExitCode
-from .report.build import ReportKind
 from .report.data import Reduction
-from .report.style import Format
+from .report.options import Format, ReportKind
 from .store_cli import store_app
 
 app = typer.Typer(
@@ -274,6 +273,7 @@ def sweep_cmd(
         typer.Option("--max-points", metavar="N",
                      help="Largest grid accepted (default 10,000,000)."),
     ] = None,
+    max_bytes: Annotated[str | None, _run_opt("max_bytes", metavar="SIZE")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run solve or train across a parameter grid, in parallel, resumably."""
@@ -283,7 +283,7 @@ def sweep_cmd(
     given = {"jobs": jobs, "backend": backend, "scheduler": scheduler, "shard": shard,
              "worker_timeout": worker_timeout, "chunk_size": chunk_size,
              "output": str(output) if output else None, "fail_fast": fail_fast or None,
-             "max_points": max_points}
+             "max_points": max_points, "max_bytes": max_bytes}
     request = Request(action, model, param or (), grid or (), config, given)
     job, out, opts = prepare_sweep(
         request, resume=resume, retry_failed=retry_failed, force=force, dry_run=dry_run,
@@ -294,7 +294,11 @@ def sweep_cmd(
     if not dry_run:
         _finish(outcome, quiet, as_json, with_plan=True)
     elif as_json:
-        print_json({"plan": _plan_json(outcome.plan), "estimate": _estimate_json(outcome)})
+        size = outcome.output_size
+        print_json({"plan": _plan_json(outcome.plan), "estimate": _estimate_json(outcome),
+                    "output_bytes": None if size is None else
+                    {"total": size.total, "per_point": size.per_point, "points": size.points,
+                     "source": size.source}})
     else:
         _print_dry_run(job, opts, outcome)
 
@@ -317,6 +321,8 @@ def _print_dry_run(job: Any, opts: Any, outcome: Any) -> None:
         f"pending: {p.pending} points in {len(p.chunks)} chunks "
         f"(chunk size {p.chunk_size}, {p.workers} worker(s){capped})"
     )
+    if outcome.output_size is not None:
+        print(f"output: {outcome.output_size.describe()}")
     if outcome.estimate is not None:
         print(f"estimated time: {outcome.estimate.describe()}")
 

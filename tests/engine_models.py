@@ -60,6 +60,11 @@ class Toy(Model):
         if np.asarray(values["offset"]).shape != (2,):
             raise BadInput("parameter offset: expected 2 values")
 
+    @classmethod
+    def output_bytes(cls, action: str, values: dict) -> float:
+        """y over (step, output) and y_final, float64."""
+        return 8.0 * (2 * values["steps"] + 1)
+
     def _run(self, batch: Batch, progress: Progress | None) -> xr.Dataset:
         slope = batch["slope"]
         if os.environ.get("RICHLAZY_TOY_FAIL") == "1" and np.any(slope == batch["fail_at"]):

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from richlazy_cli.engine.grid import Shard, parse_shard, shard_from_env
 from richlazy_cli.engine.progress import Reporter
@@ -87,3 +89,38 @@ def test_progress_lines_are_rate_limited() -> None:
     with Reporter(10, "x", stream=quiet, quiet=True, terminal=True) as reporter:
         reporter.advance(10)
     assert quiet.getvalue() == ""
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    fixed=st.lists(st.booleans(), min_size=3, max_size=3),
+    chunk=st.integers(1, 7),
+    seed=st.integers(0, 1000),
+)
+def test_chunks_group_batch_compatible_points_in_first_seen_order(shape, fixed, chunk,
+                                                                  seed) -> None:
+    """Job.chunks (numpy) cuts exactly as grouping by the non-batchable indices in a dict."""
+    from richlazy_cli.engine.job import Job
+
+    class Fake:
+        def __init__(self, shape):
+            self.shape = tuple(shape)
+            self.dims = [type("D", (), {"name": f"p{k}"})() for k in range(len(shape))]
+
+    class Model:
+        @staticmethod
+        def param(name):
+            return type("P", (), {"batchable": not fixed[int(name[1:])]})()
+
+    job = Job.__new__(Job)
+    job.grid, job.model = Fake(shape), Model
+    size = int(np.prod(shape))
+    indices = np.random.default_rng(seed).permutation(size)[: max(1, size // 2)]
+    keys = [k for k in range(len(shape)) if fixed[k]]
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i in indices.tolist():
+        at = np.unravel_index(i, shape)
+        groups.setdefault(tuple(int(at[k]) for k in keys), []).append(i)
+    expected = [g[s : s + chunk] for g in groups.values() for s in range(0, len(g), chunk)]
+    assert [c.tolist() for c in job.chunks(indices, chunk)] == expected

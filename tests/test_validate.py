@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from richlazy_cli.engine.grid import Grid, GridDim
 from richlazy_cli.engine.job import Job
-from richlazy_cli.engine.validate import PointChecker
+from richlazy_cli.engine.validate import CaseTree, PointChecker, written_values
 from richlazy_cli.errors import BadInput
 from richlazy_cli.models.base import Model
 
@@ -112,7 +113,7 @@ def test_real_model_first_bad_point_is_reported() -> None:
         "single-neuron", "solve", {"n_times": 3}, [("delta", "linspace(-1,1,50)"), ("eta_a", "1,2")]
     )
     for flat in range(job.grid.size):  # kept sets equal a direct check of every point
-        kept = job.checked[flat]
+        kept = job.checked_values([flat])[0]
         fresh = job.values(flat)
         assert kept.keys() == fresh.keys()
         for key, value in kept.items():
@@ -133,3 +134,74 @@ def test_memo_is_bounded(monkeypatch) -> None:
     for i in range(10):  # the recorded ones are still answered from the memo
         checker.check({"c": i}, (i,))
     assert checker.runs == 30
+
+
+# -- the whole grid by its axes (CaseTree), as Job.validate_points and --dry-run use it ----------
+def _grid(**axes: list[Any]) -> Grid:
+    return Grid(tuple(GridDim(n, "", tuple(v), "list") for n, v in axes.items()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    a=st.lists(st.integers(-2, 3), min_size=1, max_size=4, unique=True),
+    b=st.lists(st.integers(0, 2), min_size=1, max_size=3, unique=True),
+    c=st.lists(st.integers(-1, 2), min_size=1, max_size=3, unique=True),
+    mode=st.sampled_from(["strict", "loose"]),
+    order=st.permutations(["a", "b", "c"]),
+)
+def test_case_tree_gives_every_point_its_direct_verdict(a, b, c, mode, order) -> None:
+    axes = {"a": a, "b": b, "c": c}
+    grid = _grid(**{n: axes[n] for n in order})
+    base = {"a": 0, "b": 0, "c": 0, "mode": mode}
+    visited: list[tuple[int, ...]] = []
+    tree = CaseTree(grid, base, written_values(Branchy, "solve"),
+                    lambda fixed, first, outcome: visited.append(first))
+    points = list(itertools.product(*(range(d.size) for d in grid.dims)))
+    for at in points:
+        point = {d.name: d.values[i] for d, i in zip(grid.dims, at, strict=True)}
+        outcome = tree.outcome(at)
+        verdict = (("error", str(outcome)) if isinstance(outcome, BadInput)
+                   else ("ok", {**base, **point, **outcome}))
+        assert verdict == direct(Branchy, base, point)
+    # the leaves' boxes partition the grid, and the check never runs more than once per point
+    assert tree.leaves == len(visited) <= len(points)
+    assert tree.runs <= len(points)
+    if mode == "loose":  # c is never read, so it never multiplies the cases
+        assert tree.runs <= len(a) * len(b)
+
+
+def test_the_first_bad_point_in_grid_order_is_reported() -> None:
+    """Cases are explored along the axes the check reads, not in C order; the message must
+    still name the first bad point in C order, as a point-by-point check would."""
+    job_args = ("single-neuron", "solve", {"beta0": "0,0", "n_times": 3})
+    grid = [("eta_a", "0.5,1"), ("delta", "1,-1,-2")]  # delta is read; eta_a is not
+    with pytest.raises(BadInput, match=r"at grid point eta_a=0\.5, delta=-1\.0: "):
+        Job.build(*job_args, grid)
+
+
+def test_a_million_points_are_checked_without_building_them(monkeypatch) -> None:
+    """A 10⁶-point grid whose check reads no swept parameter: one check, no dict per point,
+    and the validation's memory stays far below a per-point representation (which took
+    hundreds of MB)."""
+    import tracemalloc
+
+    from richlazy_cli.engine import grid as grid_module
+
+    built = []
+    points = grid_module.Grid.points
+    monkeypatch.setattr(grid_module.Grid, "points",
+                        lambda self, flats: built.append(len(flats)) or points(self, flats))
+    tracemalloc.start()
+    job = Job.build("single-neuron", "solve", {"n_times": 3},
+                    [("delta", "linspace(-1,1,1000)"), ("eta_a", "linspace(0.5,1,1000)")])
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert job.grid.size == 10**6
+    assert job.cases is not None and job.cases.runs == 1
+    assert sum(built) == 0
+    assert peak < 20e6, peak
+    # the kept cases answer any point exactly as a direct check
+    for flat in (0, 123_456, 10**6 - 1):
+        kept, fresh = job.checked_values([flat])[0], job.values(flat)
+        assert kept.keys() == fresh.keys()
+        assert all(np.array_equal(np.asarray(kept[k]), np.asarray(fresh[k])) for k in kept)

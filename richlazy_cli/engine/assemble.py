@@ -8,27 +8,32 @@ on a gridded parameter, e.g. ``time`` when ``t_max`` is swept) becomes an intege
 its values are kept in a variable ``<dim>_values`` over the grid dimensions and that dimension.
 
 The whole result is held in memory once. Before the first chunk's arrays are allocated over the
-grid, their size (the chunk's bytes per point times the grid's points) is compared with the
-machine's physical memory, and a result that cannot fit is refused (BadInput) instead of
-failing later with MemoryError or the kernel's OOM killer.
+grid, their size (the chunk's bytes per point times the points) is compared with the limit on
+a result's bytes and with the machine's physical memory (:mod:`.footprint`), and a result
+that cannot fit is refused (BadInput) instead of failing later with MemoryError or the
+kernel's OOM killer. (A model that declares its outputs' size is checked before anything
+runs.)
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from ..errors import BadInput, Status
+from ..errors import BadInput, Status, point_counts
 from ..models.base import Model
 from ..models.params import jsonable
 from .chunk import ChunkResult, _fill_value
+from .footprint import DEFAULT_MAX_BYTES, OutputSize, overhead
 from .grid import Grid
-from .store import json_attr
+from .store import POINT, grid_status, is_shard_layout, json_attr, shard_points
+
+NO_LIMIT = 2**63
+"""A limit on a result's bytes that never binds (a merge: its shards were already accepted)."""
 
 
 def _as_slice(indices: np.ndarray) -> np.ndarray | slice:
@@ -40,12 +45,27 @@ def _as_slice(indices: np.ndarray) -> np.ndarray | slice:
 
 
 class Assembler:
-    """Collects :class:`ChunkResult` objects into preallocated grid-shaped arrays."""
+    """Collects :class:`ChunkResult` objects into preallocated arrays over the selected points.
 
-    def __init__(self, model: type[Model], grid: Grid) -> None:
+    Without ``selected`` the arrays span the whole grid and :meth:`dataset` lays them out over
+    the grid dimensions. With ``selected`` (a shard's flat indices, increasing) they span only
+    those points, and :meth:`dataset` writes a shard file: variables over ``point``, whose
+    coordinate holds the flat grid indices (docs/engine.md, "Shard files").
+    """
+
+    def __init__(
+        self,
+        model: type[Model],
+        grid: Grid,
+        selected: np.ndarray | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
         self.model = model
+        self.max_bytes = max_bytes
         self.grid = grid
-        self.size = max(grid.size, 1)
+        self.grid_size = max(grid.size, 1)
+        self.selected = None if selected is None else np.asarray(selected, dtype=np.int64)
+        self.size = self.grid_size if self.selected is None else int(self.selected.size)
         self.status = np.full(self.size, Status.MISSING, dtype=np.int8)
         self.elapsed = np.full(self.size, np.nan)
         self.errors: dict[int, str] = {}
@@ -58,8 +78,29 @@ class Assembler:
         self.ds_attrs: dict[str, Any] = {}
 
     # -- collecting -----------------------------------------------------------------------
+    def locate(self, indices: np.ndarray) -> np.ndarray:
+        """Positions in the arrays of the points with flat grid indices ``indices``."""
+        indices = np.asarray(indices, dtype=np.int64)
+        if self.selected is None:
+            return indices
+        at = np.searchsorted(self.selected, indices)
+        if indices.size and (
+            at.max() >= self.size or not np.array_equal(self.selected[at], indices)
+        ):
+            raise RuntimeError("a chunk holds points outside the assembler's selection")
+        return at
+
+    def counts(self) -> dict[str, int]:
+        """Points done, failed, missing and in total, over the whole grid (a shard's other
+        points are missing)."""
+        counts = point_counts(self.status)
+        outside = self.grid_size - self.size
+        counts["total"] += outside
+        counts["missing"] += outside
+        return counts
+
     def add(self, result: ChunkResult) -> None:
-        idx = _as_slice(result.indices)
+        idx = _as_slice(self.locate(result.indices))
         self.status[idx] = result.status
         self.elapsed[idx] = result.elapsed
         for i in result.indices.tolist():
@@ -108,14 +149,10 @@ class Assembler:
             )
         points = max(int(data.sizes.get("point", 1)), 1)
         per_point = sum(item.nbytes for item in data.data_vars.values()) / points
-        need = self.size * (per_point + 9)  # + status (1 byte) and elapsed (8)
-        have = physical_memory()
-        if have and need > have:
-            raise BadInput(
-                f"the result would take {need / 1e9:.3g} GB in memory ({self.size:,} points x "
-                f"{per_point:,.0f} bytes), more than this machine's {have / 1e9:.3g} GB; "
-                "split the grid into shards (--shard) or sweeps"
-            )
+        per_point += overhead(self.selected is not None)
+        OutputSize(self.size * per_point, self.size, "measured on the first chunk").check(
+            self.max_bytes
+        )
 
     def _check_coord(self, name: str, var: xr.Variable, idx: np.ndarray | slice) -> None:
         known = self.coords.get(name)
@@ -142,8 +179,15 @@ class Assembler:
 
     # -- output ---------------------------------------------------------------------------
     def dataset(self, attrs: dict[str, Any]) -> xr.Dataset:
+        """The result: over the grid dimensions, or over ``point`` for a selection."""
         grid_names = self.grid.names
         gshape = self.grid.shape
+        sharded = self.selected is not None
+        point_dims: tuple[str, ...] = (POINT,) if sharded else grid_names
+
+        def over_points(arr: np.ndarray) -> np.ndarray:
+            return arr if sharded else arr.reshape(gshape + arr.shape[1:])
+
         coords: dict[str, Any] = {}
         for dim in self.grid.dims:
             p = self.model.param(dim.name)
@@ -151,6 +195,13 @@ class Assembler:
             if p.unit:
                 cattrs["units"] = p.unit
             coords[dim.name] = xr.Variable((dim.name,), dim.coordinate(), cattrs)
+        if sharded:
+            coords[POINT] = xr.Variable(
+                (POINT,),
+                self.selected,
+                {"long_name": "flat index of the point in the grid (C order over the grid "
+                              "dimensions)"},
+            )
         for name, var in self.coords.items():
             if name in self.point_coords:
                 n = var.shape[0]
@@ -165,18 +216,16 @@ class Assembler:
         for name, arr in self.arrays.items():
             if fill:  # points not computed, or whose whole chunk failed
                 arr[missing] = _fill_value(arr.dtype)
-            dims = grid_names + self.var_dims[name]
-            data_vars[name] = xr.Variable(
-                dims, arr.reshape(gshape + arr.shape[1:]), self.var_attrs[name]
-            )
+            dims = point_dims + self.var_dims[name]
+            data_vars[name] = xr.Variable(dims, over_points(arr), self.var_attrs[name])
         for name, values in self.point_coords.items():
             var = self.coords[name]
             data_vars[f"{name}_values"] = xr.Variable(
-                (*grid_names, name), values.reshape(gshape + values.shape[1:]), dict(var.attrs)
+                (*point_dims, name), over_points(values), dict(var.attrs)
             )
         data_vars["status"] = xr.Variable(
-            grid_names,
-            self.status.reshape(gshape),
+            point_dims,
+            over_points(self.status),
             {
                 "long_name": "point status",
                 "flag_values": np.array([-1, 0, 1, 2], dtype=np.int8),
@@ -184,14 +233,14 @@ class Assembler:
             },
         )
         data_vars["elapsed"] = xr.Variable(
-            grid_names,
-            self.elapsed.reshape(gshape),
+            point_dims,
+            over_points(self.elapsed),
             {"long_name": "compute time per point (chunk wall time / points)", "units": "s"},
         )
         out_attrs = dict(self.ds_attrs)
         out_attrs.update(attrs)
         out_attrs["errors"] = json.dumps(self.error_list())
-        out_attrs["complete"] = int(bool(np.all(self.status != Status.MISSING)))
+        out_attrs["complete"] = int(self.counts()["missing"] == 0)
         return xr.Dataset(data_vars, coords=coords, attrs=out_attrs)
 
     def error_list(self) -> list[dict[str, Any]]:
@@ -208,19 +257,26 @@ class Assembler:
         return [e for e in self.error_list() if e["status"] in (1, 2)]
 
 
-def physical_memory() -> int:
-    """Bytes of physical memory (0 when unknown)."""
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 0
-
-
 def result_as_chunk(ds: xr.Dataset, grid: Grid) -> ChunkResult:
-    """The computed points of an assembled result file, as one :class:`ChunkResult`."""
+    """The computed points of a result file (either layout), as one :class:`ChunkResult`.
+
+    BadInput when the file's status does not fit ``grid``.
+    """
     names = list(grid.names)
-    status = np.asarray(ds["status"].values).reshape(-1)
-    done = np.flatnonzero(status != Status.MISSING)
+    size = max(grid.size, 1)
+    sharded = is_shard_layout(ds)
+    if sharded:
+        if tuple(int(ds.sizes.get(n, -1)) for n in names) != grid.shape:
+            raise BadInput("the grid dimensions do not match the grid")
+        points = shard_points(ds, size)
+        status = np.asarray(ds["status"].values, dtype=np.int8)
+        kept = np.flatnonzero(status != Status.MISSING)
+        done = points[kept]
+    else:
+        status = grid_status(ds)
+        if status.size != size:
+            raise BadInput("the status array does not match the grid")
+        kept = done = np.flatnonzero(status != Status.MISSING)
     errors: dict[int, str] = {}
     for entry in json_attr(ds, "errors", []) or []:
         index = _flat_index(grid, entry.get("point", {}))
@@ -231,24 +287,28 @@ def result_as_chunk(ds: xr.Dataset, grid: Grid) -> ChunkResult:
     ]
     data = None
     if model_vars and done.size:
-        stacked = (
-            ds[model_vars].stack(point=names) if names else ds[model_vars].expand_dims("point")
-        )
-        stacked = stacked.drop_vars([*names, "point"], errors="ignore")
+        if sharded:
+            stacked = ds[model_vars].drop_vars([*names, POINT], errors="ignore")
+        elif names:
+            stacked = ds[model_vars].stack(point=names).drop_vars([*names, "point"],
+                                                                  errors="ignore")
+        else:
+            stacked = ds[model_vars].expand_dims("point")
         stacked = stacked.transpose("point", ...)
-        data = stacked.isel(point=done)
+        data = stacked.isel(point=kept)
         data = xr.Dataset(
             {k: (v.dims, v.values, v.attrs) for k, v in data.data_vars.items()},
             coords={k: v for k, v in data.coords.items() if k not in names},
             attrs={},
         )
-    elapsed = np.asarray(ds["elapsed"].values).reshape(-1)[done]
+    elapsed = np.asarray(ds["elapsed"].values).reshape(-1)[kept]
+    wanted = set(done.tolist())
     return ChunkResult(
         done,
         data,
-        status[done],
+        status.reshape(-1)[kept] if sharded else status[done],
         elapsed,
-        {i: m for i, m in errors.items() if i in set(done.tolist())},
+        {i: m for i, m in errors.items() if i in wanted},
     )
 
 
@@ -268,8 +328,11 @@ def _flat_index(grid: Grid, label: dict[str, Any]) -> int | None:
 
 
 def merge_chunks(model: type[Model], grid: Grid, chunks: Iterable[ChunkResult]) -> Assembler:
-    """Assemble chunks from several shards, refusing points computed twice with other data."""
-    assembler = Assembler(model, grid)
+    """Assemble chunks from several shards, refusing points computed twice with other data.
+
+    The merged result is as large as the shards together: only the machine's memory limits it.
+    """
+    assembler = Assembler(model, grid, max_bytes=NO_LIMIT)
     for chunk in chunks:
         overlap = chunk.indices[assembler.status[chunk.indices] >= 0]
         if overlap.size:

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import BadInput
 from ..models.base import Model, get_model
+from .footprint import DEFAULT_MAX_BYTES, human, parse_bytes, size_problem
 from .grid import (
     DEFAULT_MAX_POINTS,
     Grid,
@@ -32,11 +33,11 @@ from .grid import (
     shard_from_env,
     split_assignment,
 )
-from .validate import PointChecker
+from .validate import CaseTree, TooManyCases, written_values
 
 JOB_KEYS = {"action", "model", "params", "grid", "run"}
-KEEP_CHECKED = 200_000
-"""Grids up to this many points keep their checked parameter sets in memory."""
+KEEP_CASES = 100_000
+"""The most distinct cases of a grid's check whose written values are kept in memory."""
 
 
 class Action(enum.StrEnum):
@@ -76,6 +77,8 @@ class RunOptions:
     dry_run: bool = False
     quiet: bool = False
     use_parts: bool = True
+    max_bytes: int = DEFAULT_MAX_BYTES
+    """The largest result accepted, in bytes (uncompressed; engine/footprint.py)."""
 
 
 def _at_least_one(value: Any) -> str | None:
@@ -98,7 +101,7 @@ class RunOption:
 
     key: str
     flag: str
-    kind: type
+    kind: type | tuple[type, ...]
     help: str
     check: Callable[[Any], str | None] | None = None
 
@@ -116,7 +119,10 @@ class RunOption:
         return self.check(value) if self.check is not None else None
 
 
-_KIND_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+_KIND_NAMES: dict[Any, str] = {
+    int: "an integer", float: "a number", str: "a string", bool: "true or false",
+    (int, str): "a size such as \"20GB\" or a number of bytes",
+}
 
 RUN_OPTIONS: dict[str, RunOption] = {
     o.key: o
@@ -138,6 +144,9 @@ RUN_OPTIONS: dict[str, RunOption] = {
         RunOption("fail_fast", "--fail-fast", bool, "Stop at the first failed point."),
         RunOption("max_points", "--max-points", int,
                   f"Largest grid accepted (default {DEFAULT_MAX_POINTS:,}).", _at_least_one),
+        RunOption("max_bytes", "--max-bytes", (int, str),
+                  f"Largest result accepted, uncompressed: 20GB, 500MiB, or bytes (default "
+                  f"{human(DEFAULT_MAX_BYTES)}).", size_problem),
     )
 }
 """The run options, declared once: job files' ``[run]`` keys and the sweep's flags."""
@@ -215,7 +224,8 @@ class Job:
     base: dict[str, Any]
     grid: Grid
     recorded: dict[str, Any]  # the parameters as recorded in the file (grid ones at default)
-    checked: list[dict[str, Any]] | None = None  # every point's checked parameters, if kept
+    cases: CaseTree | None = None
+    """The checked (written) values of every case of the grid, when kept (validate_points)."""
 
     @classmethod
     def build(
@@ -257,60 +267,74 @@ class Job:
         return values
 
     def validate_points(self) -> None:
-        """Check every point; the first bad one is reported with its grid values.
+        """Check every point; the first bad one (in C order) is reported with its grid values.
 
-        A :class:`PointChecker` runs the model's check once per distinct case (see
-        :mod:`.validate`). The checked parameter sets of grids up to :data:`KEEP_CHECKED`
-        points are kept for the in-process route, which then need not check them again.
+        A :class:`CaseTree` runs the model's check once per distinct case, exploring the grid
+        by its axes, so that nothing per point is built (a 10⁶-point grid over parameters the
+        check never reads costs one check). The tree of written values is kept, unless it has
+        more than :data:`KEEP_CASES` cases, for the routes that compute in this process, which
+        then need not check again (:meth:`checked_values`).
         """
-        size = max(self.grid.size, 1)
-        keep: list[dict[str, Any]] | None = [] if size <= KEEP_CHECKED else None
-        checker = PointChecker(self.model, self.action, self.base, self.grid.names)
-        flats = np.arange(size)
-        points, positions = self.grid.points(flats), self.grid.positions(flats)
-        for flat, (point, at) in enumerate(zip(points, positions, strict=True)):
-            try:
-                values = checker.check(point, at)
-            except BadInput as exc:
-                if not self.grid.dims:
-                    raise
-                where = ", ".join(f"{k}={v}" for k, v in self.grid.label(flat).items())
-                raise BadInput(f"at grid point {where}: {exc}") from None
-            if keep is not None:
-                keep.append(values)
-        self.checked = keep
+        failures: list[tuple[int, BadInput]] = []
+        shape = self.grid.shape
 
-    def checked_values(self, indices: np.ndarray) -> list[dict[str, Any]] | None:
-        """The checked parameter sets of ``indices``, when they were kept."""
-        if self.checked is None:
+        def visit(fixed: dict[int, int], first: tuple[int, ...], outcome: Any) -> None:
+            if isinstance(outcome, BadInput):
+                flat = int(np.ravel_multi_index(first, shape)) if shape else 0
+                failures.append((flat, outcome))
+
+        run = written_values(self.model, self.action)
+        try:
+            tree = CaseTree(self.grid, self.base, run, visit, limit=KEEP_CASES)
+        except TooManyCases:
+            failures.clear()
+            tree = CaseTree(self.grid, self.base, run, visit, keep=False)
+            tree = None
+        if failures:
+            flat, exc = min(failures, key=lambda f: f[0])
+            if not self.grid.dims:
+                raise BadInput(str(exc))
+            where = ", ".join(f"{k}={v}" for k, v in self.grid.label(flat).items())
+            raise BadInput(f"at grid point {where}: {exc}") from None
+        self.cases = tree
+
+    def checked_values(self, indices: np.ndarray | Sequence[int]) -> list[dict[str, Any]] | None:
+        """The checked parameter sets of ``indices``, built from the kept cases (or None)."""
+        if self.cases is None:
             return None
-        return [self.checked[int(i)] for i in indices]
-
-    def cost(self, indices: np.ndarray) -> float:
-        """The model's rough amount of work for these points (for ``--dry-run``)."""
-        kept = self.checked_values(indices)
-        values = kept if kept is not None else (self.values(int(i)) for i in indices)
-        return float(sum(self.model.cost(v) for v in values))
+        indices = np.asarray(indices, dtype=np.int64)
+        out = []
+        for point, at in zip(self.grid.points(indices), self.grid.positions(indices),
+                             strict=True):
+            values = dict(self.base)
+            values.update(point)
+            values.update(self.cases.outcome(at))
+            out.append(values)
+        return out
 
     def chunks(self, indices: np.ndarray, chunk_size: int) -> Iterator[np.ndarray]:
         """Cut ``indices`` into chunks of at most ``chunk_size`` batch-compatible points.
 
-        Points share a chunk only when they agree on every non-batchable grid parameter.
+        Points share a chunk only when they agree on every non-batchable grid parameter; the
+        groups come in the order of their first point in ``indices``, each in that order.
         """
         fixed = [k for k, d in enumerate(self.grid.dims) if not self.model.param(d.name).batchable]
         indices = np.asarray(indices, dtype=np.int64)
-        groups: dict[tuple[int, ...], list[int]] = {}
-        if fixed and indices.size:
-            index = np.unravel_index(indices, self.grid.shape)
-            keys = zip(*(index[k].tolist() for k in fixed), strict=True)
-            for i, key in zip(indices.tolist(), keys, strict=True):
-                groups.setdefault(key, []).append(i)
-        else:
-            groups[()] = indices.tolist()
-        for members in groups.values():
-            arr = np.asarray(members, dtype=np.int64)
-            for start in range(0, arr.size, chunk_size):
-                yield arr[start : start + chunk_size]
+        if not fixed or not indices.size:
+            for start in range(0, indices.size, chunk_size):
+                yield indices[start : start + chunk_size]
+            return
+        index = np.unravel_index(indices, self.grid.shape)
+        key = np.ravel_multi_index([index[k] for k in fixed], [self.grid.shape[k] for k in fixed])
+        _, first, group = np.unique(key, return_index=True, return_inverse=True)
+        rank = np.empty(first.size, dtype=np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+        order = np.argsort(rank[group], kind="stable")
+        grouped, ranks = indices[order], rank[group][order]
+        bounds = np.flatnonzero(np.diff(ranks)) + 1
+        for members in np.split(grouped, bounds):
+            for start in range(0, members.size, chunk_size):
+                yield members[start : start + chunk_size]
 
 
 def parse_assignments(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
@@ -416,6 +440,7 @@ def prepare_sweep(
         chunk_size=settings.get("chunk_size"),
         shard=shard,
         fail_fast=bool(settings.get("fail_fast", False)),
+        max_bytes=parse_bytes(settings.get("max_bytes", DEFAULT_MAX_BYTES)),
         **flags,
     )
     job = Job.build(model, action, given, list(specs.items()),

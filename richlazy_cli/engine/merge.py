@@ -1,11 +1,13 @@
 """Merging shard files (``richlazy store merge``) into one result.
 
-Every input must be a richlazy sweep result (with a ``status`` variable and readable ``params``
-and ``grid``) of the same model, action, parameters and grid, computed from the same input
-files (equal ``inputs`` sizes and SHA-256, hence equal ``fingerprint``); a point computed in two
-inputs must carry identical data (bitwise, NaN equal to NaN). Anything else is a BadInput and
-nothing is written. The merge holds the output's lock (:mod:`.lock`) like a sweep, and its
-``history`` lists the shards' runs followed by the merge itself.
+Inputs are shard files (variables over ``point``, the shard's points only) or results over
+the grid, in any mix. Every input must be a richlazy sweep result (with a ``status`` variable
+and readable ``params`` and ``grid``) of the same model, action, parameters and grid, computed
+from the same input files (equal ``inputs`` sizes and SHA-256, hence equal ``fingerprint``);
+a shard file must hold exactly the points of its ``shard`` attribute; a point computed in two
+inputs must carry identical status and data (bitwise, NaN equal to NaN). Anything else is a
+BadInput and nothing is written. The merge holds the output's lock (:mod:`.lock`) like a
+sweep, and its ``history`` lists the shards' runs followed by the merge itself.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import xarray as xr
 from ..errors import BadInput
 from ..models.base import get_model
 from .assemble import merge_chunks, result_as_chunk
+from .chunk import ChunkResult
 from .fingerprint import fingerprint
-from .grid import parse_grid
+from .grid import Grid, parse_grid
 from .lock import output_lock
 from .output import history_entry
 from .parts import remove_stale
@@ -42,6 +45,14 @@ def _inputs(ds: xr.Dataset) -> list[dict[str, Any]]:
         {"param": i.get("param"), "size": i.get("size"), "sha256": i.get("sha256")}
         for i in json_attr(ds, "inputs", []) or []
     ]
+
+
+def _points(path: Path, ds: xr.Dataset, grid: Grid) -> ChunkResult:
+    """The computed points of one input (a shard file or a result over the grid)."""
+    try:
+        return result_as_chunk(ds, grid)
+    except BadInput as exc:
+        raise BadInput(f"{path}: {exc}") from None
 
 
 def merge_results(out: Path, inputs: Sequence[Path], force: bool, command: list[str]) -> xr.Dataset:
@@ -78,10 +89,8 @@ def _merge(out: Path, inputs: Sequence[Path], force: bool, command: list[str]) -
     model = get_model(str(first.attrs["model"]))
     specs = json_attr(first, "grid", {}) or {}
     grid = parse_grid(model, list(specs.items()))
-    for path, ds in zip(inputs, datasets, strict=True):
-        if tuple(ds["status"].shape) != grid.shape:
-            raise BadInput(f"{path}: the status array does not match the grid")
-    assembler = merge_chunks(model, grid, (result_as_chunk(ds, grid) for ds in datasets))
+    assembler = merge_chunks(model, grid, (_points(Path(p), ds, grid)
+                                           for p, ds in zip(inputs, datasets, strict=True)))
     params = json_attr(first, "params", {})
     attrs = provenance(model.name, str(first.attrs["action"]), params, specs, command)
     recorded = json_attr(first, "inputs", []) or []

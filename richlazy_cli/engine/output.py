@@ -37,6 +37,7 @@ from .fingerprint import check_inputs_unchanged, fingerprint, input_record
 from .parts import PartsFolder, folder_state, parts_path, remove_folder, remove_stale
 from .store import (
     check_writable,
+    grid_status,
     json_attr,
     open_result,
     provenance,
@@ -234,8 +235,12 @@ def _resume(
     history = [*_history_of(previous), entry]
     manifest["provenance"] = _provenance_of(previous)
     manifest["history"] = history
+    try:
+        seed = result_as_chunk(previous, job.grid)
+    except BadInput as exc:
+        raise BadInput(f"{out}: {exc}; cannot resume") from None
     folder = PartsFolder.create(ppath, manifest)
-    folder.write(result_as_chunk(previous, job.grid))
+    folder.write(seed)
     return StartingPoint(
         out, manifest, folder, original=dict(manifest["provenance"]), history=history
     )
@@ -245,7 +250,10 @@ def _checked_status(
     path: Path, ds: xr.Dataset, manifest: dict[str, Any], size: int
 ) -> np.ndarray:
     check_same_sweep(path, ds, manifest)
-    status = np.asarray(ds["status"].values).reshape(-1)
+    try:
+        status = grid_status(ds)  # a shard file's other points are missing
+    except BadInput as exc:
+        raise BadInput(f"{path}: {exc}; cannot resume") from None
     if status.size != size:
         raise BadInput(f"{path}: the status array does not match the grid; cannot resume")
     return status

@@ -34,11 +34,12 @@ import numpy as np
 from joblib.externals.loky import get_reusable_executor
 from threadpoolctl import threadpool_limits
 
-from ..errors import BadInput, ExitCode, Status, point_counts
+from ..errors import BadInput, ExitCode, Status
 from ..models.base import Progress
 from ..models.params import jsonable
 from .assemble import Assembler
 from .chunk import ChunkResult, ChunkTask, compute_chunk, load_native
+from .footprint import OutputSize, case_sum, declared_size, overhead
 from .grid import Shard
 from .job import Backend, Job, RunOptions
 from .lock import output_lock
@@ -101,6 +102,8 @@ class Estimate:
     probe_seconds: float
     probe_points: int
     workers: int
+    probe_bytes: float = 0.0
+    """Bytes of the probe's outputs (one point, a shortened configuration)."""
 
     def describe(self) -> str:
         s = self.seconds
@@ -121,6 +124,8 @@ class RunOutcome:
     message: str = ""
     plan: Plan | None = None
     estimate: Estimate | None = None
+    output_size: OutputSize | None = None
+    """The estimated size of the result (a dry run prints it)."""
     counts: dict[str, int] = field(default_factory=dict)
     """Points done, failed, missing and in total (:func:`richlazy_cli.errors.point_counts`)."""
 
@@ -251,7 +256,6 @@ def open_route(job: Job, opts: RunOptions, workers: int) -> Iterator[Route]:
     if opts.backend != Backend.DASK and workers == 1:
         yield Route(SerialExecutor(), job.base, ahead=1, in_process=True)
         return
-    job.checked = None  # workers check their own points: free the up-front copies
     if opts.backend != Backend.THREADS:
         release_freed_arrays()  # the parent only collects results: give them back when dropped
     if opts.backend == Backend.DASK:
@@ -410,38 +414,52 @@ PROBE_REPEAT_BELOW = 2.0
 one-off costs of a first call (imports, compiling kernels) do not dominate the estimate."""
 
 
+def pending_cost(job: Job, pending: np.ndarray | None) -> tuple[float, int]:
+    """The model's total cost of the ``pending`` points (a mask over the grid, or None for
+    all), and the cheapest of them, once per distinct case (:func:`.footprint.case_sum`)."""
+
+    def run(values: Any) -> float:
+        job.model.check(job.action, values)
+        return float(job.model.cost(values))
+
+    return case_sum(job, pending, run)
+
+
 def estimate(job: Job, plan: Plan) -> Estimate | None:
     """Estimate the wall time of ``plan`` from one timed point and the model's cost.
 
-    The cheapest pending point (by :meth:`.Model.cost`), shortened by :meth:`.Model.probe`
-    (fewer steps, a shorter horizon), is computed here, alone; its time, scaled by the total
-    cost over its cost and divided among the workers, is the estimate. Chunks vectorise
-    several points per call, so a run is usually faster than this.
+    The cheapest pending point (by :meth:`.Model.cost`, :func:`pending_cost`), shortened by
+    :meth:`.Model.probe` (fewer steps, a shorter horizon), is computed here, alone; its time,
+    scaled by the total cost over its cost and divided among the workers, is the estimate.
+    Chunks vectorise several points per call, so a run is usually faster than this.
     """
     if not plan.chunks:
         return None
-    pending = np.concatenate(plan.chunks)
-    kept = job.checked_values(pending)
-    values = kept if kept is not None else [job.values(int(i)) for i in pending]
-    costs = np.array([job.model.cost(v) for v in values], dtype=float)
-    cheapest = int(np.argmin(costs))
-    probe_values = job.model.probe(values[cheapest])
+    pending = None  # every point: no mask needed
+    if plan.pending < plan.points:
+        pending = np.zeros(max(job.grid.size, 1), dtype=bool)
+        for chunk in plan.chunks:
+            pending[chunk] = True
+    total, cheapest = pending_cost(job, pending)
+    probe_values = job.model.probe(job.values(cheapest))
     job.model.check(job.action, probe_values)
     probe_cost = job.model.cost(probe_values)
     task = ChunkTask(
-        job.model.name, job.action, pending[cheapest : cheapest + 1], [probe_values],
-        checked=True,
+        job.model.name, job.action, np.array([cheapest]), [probe_values], checked=True,
     )
     timings: list[float] = []
     while len(timings) < 2:
         start = time.perf_counter()
-        compute_chunk(task, job.base)
+        result = compute_chunk(task, job.base)
         timings.append(time.perf_counter() - start)
         if timings[0] >= PROBE_REPEAT_BELOW:
             break
     probe = min(timings)
-    scale = float(costs.sum()) / probe_cost if probe_cost > 0 else len(costs)
-    return Estimate(probe * scale / plan.workers, probe, 1, plan.workers)
+    scale = total / probe_cost if probe_cost > 0 else float(plan.pending)
+    probe_bytes = 0.0
+    if result.data is not None:
+        probe_bytes = float(sum(item.nbytes for item in result.data.data_vars.values()))
+    return Estimate(probe * scale / plan.workers, probe, 1, plan.workers, probe_bytes)
 
 
 def _interrupted(exc: KeyboardInterrupt) -> str:
@@ -467,10 +485,21 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
     man = manifest(job, opts.shard)
     stamp_manifest(man, job)  # input files' SHA-256 and the sweep's fingerprint
     size = max(job.grid.size, 1)
+    # the result's size from the model's declared outputs, before anything is allocated
+    output_size = declared_size(job, opts.shard)
+    if output_size is not None:
+        output_size.check(opts.max_bytes)
     if opts.dry_run:
         status = previous_status(out, man, size) if opts.resume else None
         the_plan = make_plan(job, opts, status)
-        return RunOutcome(None, ExitCode.OK, plan=the_plan, estimate=estimate(job, the_plan))
+        guess = estimate(job, the_plan)
+        if output_size is None and guess is not None and guess.probe_bytes:
+            per_point = guess.probe_bytes + overhead(opts.shard is not None)
+            output_size = OutputSize(per_point * the_plan.selected, the_plan.selected,
+                                     "measured on the probe")
+            output_size.check(opts.max_bytes)  # a shortened probe only underestimates
+        return RunOutcome(None, ExitCode.OK, plan=the_plan, estimate=guess,
+                          output_size=output_size)
     with output_lock(out):  # one writer per output for the whole run (engine/lock.py)
         return _execute_locked(job, out, opts, command, man, size)
 
@@ -486,7 +515,9 @@ def _execute_locked(
     folder = start.folder
     status = folder.status(size) if folder is not None and opts.resume else None
     the_plan = make_plan(job, opts, status)
-    assembler = Assembler(job.model, job.grid)
+    # a shard's result holds only its own points (a shard file, docs/engine.md)
+    assembler = Assembler(job.model, job.grid, opts.shard.select(size) if opts.shard else None,
+                          max_bytes=opts.max_bytes)
     if folder is not None:
         for chunk in folder.read():
             assembler.add(chunk)
@@ -528,7 +559,7 @@ def _execute_locked(
             start.finish(ds)  # inputs unchanged, the final write, atomic removal of the parts
         except KeyboardInterrupt as exc:  # while assembling: the parts are still complete
             interrupted = exc
-    counts = point_counts(assembler.status)
+    counts = assembler.counts()
     if interrupted is not None:
         kept = counts["done"] + counts["failed"]
         where = (

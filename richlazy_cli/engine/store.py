@@ -31,6 +31,7 @@ import datetime as _dt
 import errno
 import functools
 import json
+import math
 import os
 import re
 import resource
@@ -47,8 +48,9 @@ import numpy as np
 import xarray as xr
 
 from .. import __version__
-from ..errors import UNREADABLE, BadInput, point_counts
+from ..errors import UNREADABLE, BadInput, Status, point_counts
 from ..models.params import jsonable
+from .chunk import _fill_value
 
 REQUIRED_ATTRS = (
     "richlazy_version",
@@ -450,9 +452,105 @@ def grid_dims(ds: xr.Dataset) -> list[str]:
     return list(json_attr(ds, "grid", {}) or {})
 
 
+POINT = "point"
+"""The dimension of a shard file's points (and the coordinate of their flat grid indices)."""
+
+
+def is_shard_layout(ds: xr.Dataset) -> bool:
+    """Whether ``ds`` holds its points over ``point`` (a shard file) rather than the grid.
+
+    A shard file (``--shard K/N``) keeps the grid dimensions and their coordinates, but its
+    variables run over ``point``, whose coordinate holds each point's flat (C-order) index in
+    the grid: only the shard's own points are stored (docs/engine.md, "Shard files").
+    """
+    return POINT in ds.coords and "status" in ds and ds["status"].dims == (POINT,)
+
+
+def grid_shape(ds: xr.Dataset) -> tuple[int, ...]:
+    """The grid's shape, from the sizes of the grid dimensions (``()`` for a single run)."""
+    return tuple(int(ds.sizes[d]) for d in grid_dims(ds) if d in ds.sizes)
+
+
+def grid_status(ds: xr.Dataset) -> np.ndarray:
+    """``status`` of every grid point, flat in C order, whatever the layout.
+
+    In a shard file the points of other shards are :attr:`Status.MISSING`. BadInput when the
+    point indices of a shard file do not fit its grid.
+    """
+    status = np.asarray(ds["status"].values, dtype=np.int8)
+    if not is_shard_layout(ds):
+        return status.reshape(-1)
+    size = math.prod(grid_shape(ds))
+    points = shard_points(ds, size)
+    full = np.full(size, Status.MISSING, dtype=np.int8)
+    full[points] = status
+    return full
+
+
+def shard_points(ds: xr.Dataset, size: int) -> np.ndarray:
+    """The flat grid indices a shard file holds: strictly increasing, within the grid.
+
+    BadInput otherwise (a damaged or edited file), and when they are not the points of the
+    file's ``shard`` attribute.
+    """
+    points = np.asarray(ds[POINT].values)
+    if points.dtype.kind not in "iu" or points.ndim != 1:
+        raise BadInput("the point coordinate of a shard file must hold integer grid indices")
+    if points.size and (points[0] < 0 or points[-1] >= size or np.any(np.diff(points) <= 0)):
+        raise BadInput(
+            "the point coordinate does not hold increasing indices of distinct points "
+            f"of the {size:,}-point grid"
+        )
+    shard = str(ds.attrs.get("shard", ""))
+    match = re.fullmatch(r"(\d+)/(\d+)", shard)
+    if match:
+        k, n = int(match.group(1)), int(match.group(2))
+        if not np.array_equal(points, np.arange(k - 1, size, n)):
+            raise BadInput(f"its points are not those of shard {shard} of the grid")
+    return points.astype(np.int64)
+
+
+def as_grid(ds: xr.Dataset) -> xr.Dataset:
+    """A result over the grid dimensions, whatever its layout (a shard file is expanded).
+
+    The points a shard file does not hold are filled as a sweep fills points not computed:
+    NaN (integers -1, status :attr:`Status.MISSING`). Other results are returned unchanged.
+    """
+    if not is_shard_layout(ds):
+        return ds
+    dims = [d for d in grid_dims(ds) if d in ds.sizes]
+    shape = grid_shape(ds)
+    size = math.prod(shape)
+    points = shard_points(ds, size)
+    data_vars = {}
+    for name, item in ds.data_vars.items():
+        if POINT not in item.dims:
+            data_vars[name] = item.variable
+            continue
+        item = item.transpose(POINT, ...)
+        fill = Status.MISSING if name == "status" else _fill_value(item.dtype)
+        full = np.full((size, *item.shape[1:]), fill, dtype=item.dtype)
+        full[points] = item.values
+        data_vars[name] = xr.Variable(
+            (*dims, *item.dims[1:]), full.reshape(shape + item.shape[1:]), item.attrs
+        )
+    coords = {k: v.variable for k, v in ds.coords.items() if k != POINT and POINT not in v.dims}
+    return xr.Dataset(data_vars, coords=coords, attrs=dict(ds.attrs))
+
+
 def dataset_counts(ds: xr.Dataset) -> dict[str, int]:
-    """:func:`~richlazy_cli.errors.point_counts` of a result (all zero without ``status``)."""
-    return point_counts(ds["status"].values if "status" in ds else np.zeros(0))
+    """:func:`~richlazy_cli.errors.point_counts` of a result (all zero without ``status``).
+
+    Counted over the whole grid: a shard file's other points are missing.
+    """
+    if "status" not in ds:
+        return point_counts(np.zeros(0))
+    if is_shard_layout(ds):
+        try:
+            return point_counts(grid_status(ds))
+        except BadInput:
+            return point_counts(ds["status"].values)
+    return point_counts(ds["status"].values)
 
 
 def verify(path: Path) -> list[str]:
@@ -482,11 +580,23 @@ def verify(path: Path) -> list[str]:
     if "status" not in ds:
         problems.append("no status variable")
     else:
-        if tuple(ds["status"].dims) != tuple(dims):
+        shard = is_shard_layout(ds)
+        if shard:
+            try:
+                shard_points(ds, math.prod(grid_shape(ds)))
+            except BadInput as exc:
+                problems.append(f"shard file: {exc}")
+        elif tuple(ds["status"].dims) != tuple(dims):
             problems.append("status is not over the grid dimensions")
         counts = dataset_counts(ds)
         if counts["missing"]:
-            problems.append(f"incomplete: {counts['missing']} of {counts['total']} points missing")
+            where = (
+                f" (a shard file, {ds.attrs.get('shard', '?')}: merge the shards with "
+                "'richlazy store merge')" if shard else ""
+            )
+            problems.append(
+                f"incomplete: {counts['missing']} of {counts['total']} points missing{where}"
+            )
         if not int(ds.attrs.get("complete", 0)) and not counts["missing"]:
             problems.append("the file is marked incomplete")
     return problems

@@ -17,6 +17,7 @@ For a 20,000-point sweep of ``single-neuron`` over (delta, eta_a) the check runs
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BadInput
@@ -168,3 +169,119 @@ class PointChecker:
         if isinstance(outcome, BadInput):
             raise BadInput(str(outcome))
         return dict.copy(recording)
+
+
+# -- a whole grid at once -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Split:
+    """A node of a :class:`CaseTree`: the cases differ along grid dimension ``dim``."""
+
+    dim: int
+    children: list[Any]  # one Split or Leaf per index along `dim`
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A case of a :class:`CaseTree`: every point of its box has this outcome."""
+
+    outcome: Any
+
+
+class TooManyCases(Exception):
+    """Raised by :class:`CaseTree` when the cases exceed its ``limit``."""
+
+
+class CaseTree:
+    """The outcome of ``run`` at every point of a grid, computed once per distinct case.
+
+    ``run`` receives a point's values (``base`` overlaid with its grid values) as a mapping
+    that records what it reads (as :class:`PointChecker` does) and returns an outcome (or
+    raises BadInput, which is the outcome). The grid is explored as a tree of boxes: ``run``
+    is evaluated at a box's first point (every dimension not yet fixed at index 0); when it
+    read no grid dimension that the box leaves free, its outcome holds for the whole box (a
+    leaf: every point of the box would run the same way), otherwise the box is split along
+    the first free dimension it read, one child per value. A ``run`` that reads nothing swept
+    is evaluated once for the whole grid; one that reads a dimension of 1,000 values, 1,000
+    times; only one that reads every dimension (or enumerates its mapping) runs per point.
+    Nothing per point is built: the work and memory scale with the number of cases.
+
+    ``visit(fixed, first, outcome)`` is called for every leaf (``fixed``: the dimensions the
+    box fixes, and their indices; ``first``: the box's first point, its smallest flat index).
+    Past ``limit`` leaves :class:`TooManyCases` is raised; ``keep`` keeps the tree for
+    :meth:`outcome` (drop it for a grid explored only to be checked).
+    """
+
+    def __init__(
+        self,
+        grid: Any,
+        base: Mapping[str, Any],
+        run: Any,
+        visit: Any = None,
+        limit: int | None = None,
+        keep: bool = True,
+    ) -> None:
+        self.grid = grid
+        self.base = dict(base)
+        self.run = run
+        self.visit = visit
+        self.limit = limit
+        self.keep = keep
+        self.runs = 0
+        self.leaves = 0
+        self.root: Any = self._explore({}, None)
+
+    def _point(self, at: tuple[int, ...]) -> dict[str, Any]:
+        values = dict(self.base)
+        for dim, i in zip(self.grid.dims, at, strict=True):
+            values[dim.name] = dim.values[i]
+        return values
+
+    def _evaluate(self, at: tuple[int, ...]) -> tuple[frozenset[int], Any]:
+        recording = _Recording(self._point(at))
+        self.runs += 1
+        outcome: Any
+        try:
+            outcome = self.run(recording)
+        except BadInput as exc:
+            outcome = exc
+        names = self.grid.names
+        if recording.opaque:
+            read = frozenset(range(len(names)))
+        else:
+            read = frozenset(k for k, name in enumerate(names) if name in recording.read)
+        return read, outcome
+
+    def _explore(self, fixed: dict[int, int], known: tuple[frozenset[int], Any] | None) -> Any:
+        at = tuple(fixed.get(k, 0) for k in range(len(self.grid.dims)))
+        read, outcome = known if known is not None else self._evaluate(at)
+        free = sorted(read - fixed.keys())
+        if not free:
+            self.leaves += 1
+            if self.limit is not None and self.leaves > self.limit:
+                raise TooManyCases
+            if self.visit is not None:
+                self.visit(fixed, at, outcome)
+            return Leaf(outcome) if self.keep else None
+        k = free[0]
+        children = [
+            self._explore({**fixed, k: i}, (read, outcome) if i == 0 else None)
+            for i in range(self.grid.dims[k].size)
+        ]
+        return Split(k, children) if self.keep else None
+
+    def outcome(self, at: Sequence[int]) -> Any:
+        """The outcome at the point with index ``at`` along every grid dimension."""
+        node = self.root
+        while isinstance(node, Split):
+            node = node.children[at[node.dim]]
+        return node.outcome
+
+
+def written_values(model: type[Model], action: str) -> Any:
+    """A ``run`` for :class:`CaseTree`: the model's check, returning the values it wrote."""
+
+    def run(values: _Recording) -> dict[str, Any]:
+        model.check(action, values)
+        return {k: dict.__getitem__(values, k) for k in values.written}
+
+    return run

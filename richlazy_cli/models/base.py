@@ -204,6 +204,15 @@ class Model:
         return dict(values)
 
     @classmethod
+    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """The bytes of one configuration's outputs (every variable of :meth:`run`'s result
+        for one point, uncompressed), from the parameters that set their shapes, or None
+        when the model does not declare them (the default). ``sweep`` multiplies it by the
+        points to refuse a result too large before computing anything (engine/footprint.py);
+        without it the size is measured on the first computed chunk."""
+        return None
+
+    @classmethod
     def max_workers(cls, values: Mapping[str, Any]) -> int | None:
         """The most workers that can compute configurations like ``values`` at once on one
         machine, or None for no limit (the default). A model that computes on a GPU returns

@@ -611,6 +611,17 @@ class SingleNeuron(Model):
 
     # -- validation ------------------------------------------------------------------------
     @classmethod
+    def output_bytes(cls, action: str, values: dict[str, Any]) -> float | None:
+        """Whitened data without a leak: ten float64 trajectories over (method, time), two of
+        them over ``dim`` too (a, mu, phi, loss, kernel_distance, delta_t, nu, upsilon; w,
+        beta), and two scalars (basin_score, a_inf_sign). Other cases are not declared."""
+        if values.get("X") is not None or float(values.get("leak", 1.0)) < 1.0:
+            return None
+        methods = 2 if values["method"] == "both" else 1
+        per_time = 8 + 2 * int(values["d"])
+        return 8.0 * (methods * int(values["n_times"]) * per_time + 2)
+
+    @classmethod
     def check(cls, action: str, values: dict[str, Any]) -> None:
         d = int(values["d"])
         X, y = values.get("X"), values.get("y")

@@ -23,7 +23,6 @@ Figures are named ``<stem>-<kind>-<var>.<fmt>``.
 
 from __future__ import annotations
 
-import enum
 import json
 import math
 import re
@@ -41,24 +40,10 @@ from .data import REDUCTIONS, ResultFile, format_value, resolve_at
 from .figures import Drawn, draw_lines, draw_phase, draw_theory
 from .grokking import grokking_figures
 from .html import render_index
+from .options import ReportKind
 from .practice import practice_figures
 from .style import FORMATS, save, style
 from .summary import variable_stats
-
-
-class ReportKind(enum.StrEnum):
-    """What ``richlazy report --kind`` draws (see the module docstring)."""
-
-    AUTO = "auto"
-    PHASE = "phase"
-    CURVES = "curves"
-    THEORY = "theory"
-    LINES = "lines"
-    SCALING = "scaling"
-    NEURONS = "neurons"
-    PARTITION = "partition"
-    BASIN = "basin"
-
 
 KINDS = tuple(k.value for k in ReportKind)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]")

@@ -59,11 +59,15 @@ def _json(ds: xr.Dataset, name: str, default: Any) -> Any:
 
 def open_file(path: Path) -> xr.Dataset:
     """Load a richlazy result into memory (the file is closed again); BadInput on anything else."""
-    from ..engine.store import open_result
+    from ..engine.store import as_grid, open_result
 
     with warnings.catch_warnings():  # h5netcdf warns (phony_dims) on HDF5 files not ours
         warnings.simplefilter("ignore", UserWarning)
-        return open_result(Path(path), load=True)
+        ds = open_result(Path(path), load=True)
+    try:
+        return as_grid(ds)  # a shard file over the grid, other shards' points missing
+    except BadInput as exc:
+        raise BadInput(f"{path}: {exc}") from None
 
 
 @dataclass

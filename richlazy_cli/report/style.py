@@ -11,7 +11,6 @@ Sizes suit a paper's single column: 3.4 in wide, 8 pt text, constrained layout.
 from __future__ import annotations
 
 import contextlib
-import enum
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,8 @@ import numpy as np
 from matplotlib import colors, rc_context
 from matplotlib.figure import Figure
 
+from .options import Format
+
 WIDTH = 3.4  # inches: one column of a two-column paper
 HEIGHT = 2.6
 DPI = 300
@@ -28,14 +29,6 @@ MISSING_FACE = "0.85"  # failed or missing cells: light grey ...
 MISSING_HATCH = "0.55"  # ... hatched in a darker grey
 SEQUENTIAL = "viridis"
 DIVERGING = "RdBu_r"
-class Format(enum.StrEnum):
-    """Figure file formats (``--format``)."""
-
-    PNG = "png"
-    SVG = "svg"
-    PDF = "pdf"
-
-
 FORMATS = tuple(f.value for f in Format)
 
 RC: dict[str, Any] = {

@@ -1,0 +1,222 @@
+"""How large a sweep's result will be, known before anything is allocated or computed.
+
+A result holds, per point, the model's outputs plus the bookkeeping (``status``, 1 byte;
+``elapsed``, 8 bytes; in a shard file the point's grid index, 8 bytes). A model that declares
+the bytes of its outputs per configuration (:meth:`.Model.output_bytes`, computed from the
+parameters that set their shapes: output times, dimensions, widths) gives the estimate from
+the specs alone: the sum over the run's points, computed once per distinct case of the grid
+(:func:`.validate.case_sum`), so a 10⁶-point grid costs what its few cases cost. A model that
+declares nothing is measured on the first computed point instead (the dry run's probe, or a
+run's first chunk, before the grid's arrays are allocated).
+
+The estimate is compared with a limit, :data:`DEFAULT_MAX_BYTES` unless ``--max-bytes`` (or
+``max_bytes`` in a job file's ``[run]`` table) sets another, and a result above it is
+refused with one line (exit 2) before anything is written. A result must also fit in the
+machine's memory, where it is assembled; shards (``--shard K/N``) hold a share each.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import BadInput
+from ..models.base import Model
+from .validate import CaseTree, TooManyCases
+
+DEFAULT_MAX_BYTES = 10**10
+"""The largest result (10 GB, uncompressed) a sweep accepts unless ``--max-bytes`` says more."""
+BOOKKEEPING_BYTES = 1 + 8
+"""``status`` (int8) and ``elapsed`` (float64) per point."""
+SHARD_INDEX_BYTES = 8
+"""A shard file's ``point`` coordinate (the flat grid index, int64) per point."""
+CASE_LIMIT = 10_000
+"""Past this many distinct cases, :func:`case_sum` samples the points instead."""
+SAMPLE = 2_000
+"""Points evaluated when :func:`case_sum` samples."""
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15,
+          "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40, "pi": 2**50}
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kmgtpKMGTP]i?)?[bB]?\s*$")
+
+
+def parse_bytes(text: Any) -> int:
+    """A size as given on the command line or in a job file: ``20GB``, ``500MiB``, ``1e9``
+    or an integer number of bytes (powers of 1000 for k, M, G, T, P; of 1024 with ``i``)."""
+    if isinstance(text, bool):
+        raise ValueError(text)
+    if isinstance(text, int):
+        if text < 1:
+            raise ValueError(text)
+        return text
+    match = _SIZE.match(str(text))
+    if not match:
+        raise ValueError(text)
+    number, unit = match.groups()
+    value = float(number) * _UNITS[(unit or "").lower()]
+    if not math.isfinite(value) or value < 1:
+        raise ValueError(text)
+    return int(value)
+
+
+def size_problem(value: Any) -> str | None:
+    """Why ``value`` is not a size (for the run option's check), or None."""
+    try:
+        parse_bytes(value)
+    except ValueError:
+        return "expected a size such as 20GB, 500MiB or a number of bytes (at least 1)"
+    return None
+
+
+def human(nbytes: float) -> str:
+    """``nbytes`` in the largest unit of 1000 that keeps it at least 1 (``1.6 GB``)."""
+    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.0f} bytes"
+
+
+@dataclass(frozen=True)
+class OutputSize:
+    """An estimate of a result's bytes (uncompressed, as held in memory)."""
+
+    total: float
+    points: int
+    source: str
+    """``declared`` (by the model, from the parameters), ``probe`` (measured on the dry
+    run's probe, a shortened configuration: a lower bound where the probe has fewer output
+    times) or ``first chunk``."""
+
+    @property
+    def per_point(self) -> float:
+        return self.total / max(self.points, 1)
+
+    def describe(self) -> str:
+        return (f"≈ {human(self.total)} uncompressed ({self.points:,} points x "
+                f"{human(self.per_point)}, {self.source})")
+
+    def check(self, limit: int, memory: int | None = None) -> None:
+        """BadInput when the estimate exceeds ``limit`` or the physical ``memory``."""
+        what = (f"the result would take about {human(self.total)} ({self.points:,} points x "
+                f"{human(self.per_point)}, {self.source})")
+        if self.total > limit:
+            raise BadInput(
+                f"{what}, more than the limit of {human(limit)}; raise it with --max-bytes "
+                "(or max_bytes in [run]), or split the grid into shards (--shard K/N)"
+            )
+        memory = physical_memory() if memory is None else memory
+        if memory and self.total > memory:
+            raise BadInput(
+                f"{what} in memory, more than this machine's {human(memory)}; "
+                "split the grid into shards (--shard K/N) or sweeps"
+            )
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory (0 when unknown)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def overhead(sharded: bool) -> int:
+    """Bookkeeping bytes per point besides the model's outputs."""
+    return BOOKKEEPING_BYTES + (SHARD_INDEX_BYTES if sharded else 0)
+
+
+def case_sum(job: Any, points: np.ndarray | None, run: Any) -> tuple[float, int]:
+    """The sum of ``run(values)`` over some points of the grid, and the point where it is
+    smallest, without building the points' values.
+
+    ``points`` is a boolean mask over the grid's flat indices, or sorted flat indices, or None
+    for every point. ``run`` receives a point's values before the model's check (it runs the
+    check itself if it needs checked values) and returns a number. It is evaluated once per
+    distinct case of the grid (:class:`.validate.CaseTree`), weighted by the points in the
+    case. Past :data:`CASE_LIMIT` cases, the mean over :data:`SAMPLE` evenly spaced points,
+    times their number, is the sum (and the smallest is among them).
+    """
+    shape = job.grid.shape
+    size = max(job.grid.size, 1)
+    mask: np.ndarray | None = None
+    if points is not None:
+        points = np.asarray(points)
+        if points.dtype != bool:
+            flags = np.zeros(size, dtype=bool)
+            flags[points] = True
+            points = flags
+        mask = points.reshape(shape)
+    total = 0.0
+    best: list[Any] = [math.inf, -1]
+
+    def visit(fixed: dict[int, int], first: tuple[int, ...], value: Any) -> None:
+        nonlocal total
+        if isinstance(value, BaseException):
+            raise value
+        box = tuple(fixed.get(k, slice(None)) for k in range(len(shape)))
+        free = [k for k in range(len(shape)) if k not in fixed]
+        if mask is None:
+            count, local = math.prod(shape[k] for k in free), (0,) * len(free)
+        else:
+            inside = mask[box]
+            count = int(np.count_nonzero(inside))
+            if not count:
+                return
+            local = np.unravel_index(int(np.argmax(inside)), np.shape(inside))
+        total += float(value) * count
+        if value < best[0]:
+            at = list(first)
+            for k, i in zip(free, local, strict=True):
+                at[k] = int(i)
+            best[:] = [float(value), int(np.ravel_multi_index(at, shape)) if shape else 0]
+
+    try:
+        CaseTree(job.grid, job.base, run, visit, limit=CASE_LIMIT, keep=False)
+        return total, max(best[1], 0)
+    except TooManyCases:
+        pass
+    flat = np.arange(size) if mask is None else np.flatnonzero(mask)
+    picks = np.unique(np.linspace(0, flat.size - 1, min(flat.size, SAMPLE)).astype(int))
+    sample = flat[picks]
+    values = np.array([run(_values(job, int(i))) for i in sample], dtype=float)
+    return float(values.mean()) * flat.size, int(sample[int(np.argmin(values))])
+
+
+def _values(job: Any, flat: int) -> dict[str, Any]:
+    values = dict(job.base)
+    values.update(job.grid.point(flat))
+    return values
+
+
+def declared_size(job: Any, shard: Any) -> OutputSize | None:
+    """The result's size (the points of ``shard``, or the whole grid) from the model's
+    declared outputs, or None when it declares none."""
+    model, action = job.model, job.action
+    if getattr(model.output_bytes, "__func__", None) is Model.output_bytes.__func__:
+        return None
+    size = max(job.grid.size, 1)
+    indices = None if shard is None else shard.select(size)
+    points = size if indices is None else int(indices.size)
+    extra = overhead(shard is not None)
+
+    def run(values: Any) -> float:
+        model.check(action, values)
+        declared = model.output_bytes(action, values)
+        if declared is None:
+            raise _Undeclared
+        return float(declared) + extra
+
+    try:
+        total, _ = case_sum(job, indices, run)
+    except _Undeclared:  # a configuration the model does not declare
+        return None
+    return OutputSize(total, points, "declared by the model")
+
+
+class _Undeclared(Exception):
+    """A configuration whose outputs' size the model does not declare."""

@@ -1,0 +1,28 @@
+"""The report's command-line choices, importable without matplotlib (the CLI declares its
+options at start-up, and a sweep should not pay for the plotting library)."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ReportKind(enum.StrEnum):
+    """What ``richlazy report --kind`` draws (see :mod:`.build`)."""
+
+    AUTO = "auto"
+    PHASE = "phase"
+    CURVES = "curves"
+    THEORY = "theory"
+    LINES = "lines"
+    SCALING = "scaling"
+    NEURONS = "neurons"
+    PARTITION = "partition"
+    BASIN = "basin"
+
+
+class Format(enum.StrEnum):
+    """Figure file formats (``--format``)."""
+
+    PNG = "png"
+    SVG = "svg"
+    PDF = "pdf"
