@@ -479,4 +479,11 @@ def _main(argv: list[str] | None, debug: bool) -> int:
 
 
 def main() -> None:
-    sys.exit(run())
+    """The console entry point. An interrupt that lands outside :func:`run`'s handlers (while
+    its clean-up runs) still ends with exit 130 and the one line, never with Python's own
+    re-raised SIGINT."""
+    try:
+        code = run()
+    except KeyboardInterrupt:
+        code = _interrupted()
+    sys.exit(code)

@@ -275,8 +275,13 @@ def open_route(job: Job, opts: RunOptions, workers: int) -> Iterator[Route]:
         with threadpool_limits(limits=1), ThreadPoolExecutor(max_workers=workers) as pool:
             yield Route(pool, job.base, ahead=2 * workers, in_process=True)
         return
-    one_thread = {name: "1" for name in _THREAD_VARIABLES}
-    processes = get_reusable_executor(max_workers=workers, env=one_thread)
+    # The workers' environment: one BLAS thread, and where the models live. A reused pool
+    # whose workers were started with another RICHLAZY_MODELS or PYTHONPATH (an earlier
+    # sweep of this process) would not find this sweep's model: loky restarts the pool
+    # when `env` changes.
+    env = {name: "1" for name in _THREAD_VARIABLES}
+    env.update({name: os.environ.get(name, "") for name in ("RICHLAZY_MODELS", "PYTHONPATH")})
+    processes = get_reusable_executor(max_workers=workers, env=env)
     try:
         yield Route(processes, job.base, ahead=2 * workers, in_process=False)
     except BaseException:  # interrupted, failed fast or failed: stop the workers now
