@@ -39,6 +39,13 @@ slice starts 64-byte aligned (docs/practice.md §1); the first ones fall below t
 ATen switches to its small-product kernel."""
 
 
+def _products(H: Any, W: Any, D: Any, sel: list[int]) -> tuple[Any, Any, Any]:
+    """The products of a dense layer's forward and backward passes on the slices ``sel``
+    stacked (fresh, contiguous copies): h Wᵀ, ∂/∂h = d W and ∂/∂W = dᵀ h."""
+    h, w, d = H[sel], W[sel], D[sel]
+    return h @ w.mT, d @ w, d.mT @ h
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_batched_products_do_not_depend_on_the_group(dtype: str) -> None:
     """For every shape (b × k)·(k × m), the forward product h Wᵀ and both backward products of
@@ -51,14 +58,10 @@ def test_batched_products_do_not_depend_on_the_group(dtype: str) -> None:
             W = torch.tensor(g.standard_normal((9, m, k)), dtype=dt)
             D = torch.tensor(g.standard_normal((9, b, m)), dtype=dt)
 
-            def products(sel: list[int]) -> tuple[Any, Any, Any]:
-                h, w, d = H[sel], W[sel], D[sel]
-                return h @ w.mT, d @ w, d.mT @ h  # forward, ∂/∂h, ∂/∂W
-
-            alone = [products([i]) for i in range(9)]
+            alone = [_products(H, W, D, [i]) for i in range(9)]
             for size in (2, 3, 4, 7, 9):
                 sel = list(g.permutation(9)[:size])
-                together = products(sel)
+                together = _products(H, W, D, sel)
                 for pos, i in enumerate(sel):
                     for x, y in zip(together, alone[i], strict=True):
                         assert torch.equal(x[pos], y[0]), (b, k, m, size)

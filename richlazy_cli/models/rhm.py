@@ -38,7 +38,7 @@ import xarray as xr
 
 from ..errors import BadInput, Status
 from ..practice import hierarchy, nets, torchenv
-from ..practice.metrics import evaluate
+from ..practice.metrics import accuracy, evaluate
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
@@ -255,9 +255,10 @@ def _train_group(probs: list[_Problem], v: Mapping[str, Any], alphas: list[float
     A mini-batch of b rows is padded to a multiple of ``ROW_ALIGN`` rows (copies of its first
     row) weighted 0; the loss Σ_g Σ_i w_i CE_gi with w_i = 1/b on the real rows has for
     gradient with respect to configuration g's parameters exactly that of its own mean
-    cross-entropy. Momentum and steps update each
-    configuration's slice as a tensor of its own (a ``_foreach`` over the slices), so that no
-    elementwise kernel sees a configuration at another offset than when it is alone. A
+    cross-entropy. Momentum and steps update each configuration's slice as a tensor of its
+    own (a ``_foreach`` over the slices), so that no elementwise kernel sees a configuration at
+    another offset than when it is alone. Evaluations run on each configuration's own
+    tensors, one configuration at a time, as :func:`..practice.metrics.evaluate` does. A
     configuration whose loss stops being finite keeps its NaN outputs from then on (its slices
     cannot reach the others')."""
     import torch
@@ -270,9 +271,10 @@ def _train_group(probs: list[_Problem], v: Mapping[str, Any], alphas: list[float
     mom = float(v["momentum"])
     net = nets.mlp(probs[0].strings.shape[1] * probs[0].v, width, int(v["hidden_layers"]),
                    int(v["n_classes"]))
-    X = torch.tensor(np.stack([p.inputs(slice(0, n_train)) for p in probs]), dtype=dtype,
-                     device=device)
-    y = torch.tensor(np.stack([p.y[:n_train] for p in probs]), device=device)
+    trains = [(torch.tensor(p.inputs(slice(0, n_train)), dtype=dtype, device=device),
+               torch.tensor(p.y[:n_train], device=device)) for p in probs]
+    X = torch.stack([t[0] for t in trains])  # (G, n_train, d): mini-batches are gathered
+    y = torch.stack([t[1] for t in trains])
     tests = [(torch.tensor(p.inputs(p.test), dtype=dtype, device=device),
               torch.tensor(p.y[p.test], device=device)) for p in probs]
     inits = [net.init(p.init_rng(), a) for p, a in zip(probs, alphas, strict=True)]
@@ -293,10 +295,10 @@ def _train_group(probs: list[_Problem], v: Mapping[str, Any], alphas: list[float
     alive = np.ones(G, dtype=bool)
 
     def record(j: int) -> None:
-        for g in np.flatnonzero(alive):
-            loss, acc = evaluate(net.forward, mine[g], X[g], y[g])
+        for g in np.flatnonzero(alive):  # on each configuration's own data, not slices of X
+            loss, acc = evaluate(net.forward, mine[g], *trains[g])
             out["train_loss"][g, j], out["train_acc"][g, j] = loss, acc
-            out["test_acc"][g, j] = evaluate(net.forward, mine[g], *tests[g])[1]
+            out["test_acc"][g, j] = accuracy(net.forward, mine[g], *tests[g])
             alive[g] = math.isfinite(loss)
 
     j = 0

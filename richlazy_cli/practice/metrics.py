@@ -106,16 +106,31 @@ def loss_and_accuracy(logits: Any, y: Any) -> tuple[float, float]:
 
 def evaluate(forward: Forward, params: dict[str, Any], X: Any, y: Any,
              block: int = 4096) -> tuple[float, float]:
-    """:func:`loss_and_accuracy` over a data set, forward passes in blocks of ``block``."""
+    """:func:`loss_and_accuracy` over a data set, forward passes in blocks of ``block`` (the
+    accuracy is the exact count of right predictions over n)."""
     import torch
 
     total = 0.0
-    right = 0.0
+    right = 0
     n = y.shape[0]
     with torch.no_grad():
         for i in range(0, n, block):
             logits, _ = forward(params, X[i:i + block])
-            loss, acc = loss_and_accuracy(logits, y[i:i + block])
+            loss, _ = loss_and_accuracy(logits, y[i:i + block])
             total += loss * min(block, n - i)
-            right += acc * min(block, n - i)
+            right += int((logits.argmax(dim=1) == y[i:i + block]).sum())
     return total / n, right / n
+
+
+def accuracy(forward: Forward, params: dict[str, Any], X: Any, y: Any,
+             block: int = 4096) -> float:
+    """The accuracy of :func:`evaluate` without the loss (the same forward passes in the same
+    blocks and the same count, hence the same value)."""
+    import torch
+
+    right = 0
+    with torch.no_grad():
+        for i in range(0, y.shape[0], block):
+            logits, _ = forward(params, X[i:i + block])
+            right += int((logits.argmax(dim=1) == y[i:i + block]).sum())
+    return right / y.shape[0]
