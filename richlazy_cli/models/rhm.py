@@ -273,8 +273,8 @@ def _train_group(probs: list[_Problem], v: Mapping[str, Any], alphas: list[float
                    int(v["n_classes"]))
     trains = [(torch.tensor(p.inputs(slice(0, n_train)), dtype=dtype, device=device),
                torch.tensor(p.y[:n_train], device=device)) for p in probs]
-    X = torch.stack([t[0] for t in trains])  # (G, n_train, d): mini-batches are gathered
-    y = torch.stack([t[1] for t in trains])
+    X = torch.cat([t[0] for t in trains])  # (G·n_train, d): mini-batches are gathered
+    y = torch.cat([t[1] for t in trains])
     tests = [(torch.tensor(p.inputs(p.test), dtype=dtype, device=device),
               torch.tensor(p.y[p.test], device=device)) for p in probs]
     inits = [net.init(p.init_rng(), a) for p, a in zip(probs, alphas, strict=True)]
@@ -287,7 +287,7 @@ def _train_group(probs: list[_Problem], v: Mapping[str, Any], alphas: list[float
         slices = [q[g] for q in plist for g in range(G)]
         buf_slices = [b[g] for b in bufs for g in range(G)]
     rngs = [p.batch_rng() for p in probs]
-    rows = torch.arange(G, device=device)[:, None]
+    offsets = torch.arange(G, device=device)[:, None] * n_train
     row_weights = {b: torch.cat([torch.full((b,), 1.0 / b, dtype=dtype, device=device),
                                  torch.zeros(-b % ROW_ALIGN, dtype=dtype, device=device)])
                    for b in {min(bsz, n_train - b0) for b0 in range(0, n_train, bsz)}}
@@ -309,7 +309,7 @@ def _train_group(probs: list[_Problem], v: Mapping[str, Any], alphas: list[float
         if not alive.any():
             break
         order = torch.as_tensor(np.stack([g.permutation(n_train) for g in rngs]),
-                                device=device)
+                                device=device) + offsets  # rows of X and y
         lr = learning_rate(lr0, epoch, epochs, str(v["schedule"]))
         if lr != 0.0:
             for b0 in range(0, n_train, bsz):
@@ -318,10 +318,10 @@ def _train_group(probs: list[_Problem], v: Mapping[str, Any], alphas: list[float
                 idx = order[:, b0:b0 + b]
                 if pad:
                     idx = torch.cat([idx, idx[:, :1].expand(G, pad)], dim=1)
-                weight = row_weights[b]
-                logits, _ = net.forward(params, X[rows, idx])
-                loss = (F.cross_entropy(logits.flatten(0, 1), y[rows, idx].flatten(),
-                                        reduction="none").view(G, -1) * weight).sum()
+                flat = idx.flatten()
+                logits, _ = net.forward(params, X.index_select(0, flat).view(G, b + pad, -1))
+                loss = (F.cross_entropy(logits.flatten(0, 1), y.index_select(0, flat),
+                                        reduction="none").view(G, -1) * row_weights[b]).sum()
                 grads = torch.autograd.grad(loss, plist)
                 with torch.no_grad():
                     torch._foreach_mul_(buf_slices, mom)
