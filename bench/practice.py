@@ -3,17 +3,19 @@ docs/cnn.md).
 
 Run: ``.venv/bin/python bench/practice.py [--short]``. Prints, in one run:
 
-1. training throughput (samples per second) of ``rhm`` at the paper's size (L = 3, m = 4,
-   width 64, batch 128, f = 0.05) and of ``cnn`` (lenet_digits on digits, batch 512), 2 worker
-   processes with 2 configurations each, against a plain per-configuration PyTorch loop
-   written the way the papers' code is (``nn.Sequential``, ``torch.optim``, one configuration
-   at a time per process, PyTorch's default thread count), also on 2 processes, each timed
-   inside its worker (start-up excluded, data set-up included for both). richlazy
-   trains each configuration on its own (one intra-op thread, docs/practice.md §1); a probe
-   also prints whether ``torch.func.vmap`` over stacked parameters gives gradients bitwise
-   equal to single calls at the rhm size, and how much faster it is;
-2. one kernel-distance evaluation of ``cnn`` (trace NTK over the 144-sample probe set, float64)
-   with ``torch.func`` against a loop of per-example ``torch.autograd.grad`` calls;
+1. training throughput (samples per second) on 2 worker processes, each timed inside its
+   worker (start-up excluded, data set-up and the first and last evaluations included):
+   ``rhm`` at the paper's size (L = 3, m = 4, width 64, batch 128, f = 0.05), 6
+   configurations per worker (one chunk of ``jobs/rhm-alpha.toml``), and ``cnn``
+   (lenet_digits on digits, batch 512, float64), 2 per worker. Contenders: richlazy
+   (``rhm``: the chunk's configurations stacked, docs/practice.md §1), richlazy with every
+   configuration alone (the same code with groups of one), and a plain per-configuration
+   PyTorch loop written the way the papers' code is (``nn.Sequential``, ``torch.optim``), with
+   one thread per process and with PyTorch's default thread count;
+2. one kernel-distance evaluation of ``cnn`` (trace NTK over the 144-sample probe set,
+   float64): richlazy's layer-structured kernel (docs/practice.md eq. (7)) against a loop of
+   per-example ``torch.autograd.grad`` calls followed by J Jᵀ (and the ``torch.func``
+   Jacobian route with the same J Jᵀ, for reference);
 3. the metrics at the default checkpoints as a fraction of training time (``rhm``: 26
    evaluations of the training and test sets over 250 epochs at f = 0.05; ``cnn``: 18
    checkpoints of NTK, Hamming and parameter distances, losses and accuracies over 500 epochs).
@@ -35,9 +37,14 @@ CNN_SIZE = dict(batch=512, first_steps=0, probe_fraction=0.1)
 
 # -- contenders (each runs in a worker process) ------------------------------------------------
 
-def ours(model: str, epochs: int, seeds: list[int]) -> float:
-    """Wall time of richlazy's model on ``seeds`` (one configuration after another)."""
+def ours(model: str, epochs: int, seeds: list[int], stacked: bool = True) -> float:
+    """Wall time of richlazy's model on ``seeds`` as one chunk (``stacked`` False: every
+    configuration trained alone, as a group of one)."""
+    from richlazy_cli.models import rhm
     from richlazy_cli.models.base import Batch, get_model
+
+    if not stacked:
+        rhm.stackable = lambda v, device: False  # type: ignore[assignment]
 
     cls = get_model(model)
     size = RHM_SIZE if model == "rhm" else {**CNN_SIZE, "checkpoints": [epochs]}
@@ -48,13 +55,16 @@ def ours(model: str, epochs: int, seeds: list[int]) -> float:
     return time.perf_counter() - t
 
 
-def plain(model: str, epochs: int, seeds: list[int]) -> float:
-    """The papers' style: nn modules, torch.optim, default threads, one config at a time."""
+def plain(model: str, epochs: int, seeds: list[int], threads: int | None = None) -> float:
+    """The papers' style: nn modules, torch.optim, one config at a time; ``threads`` intra-op
+    threads (None: PyTorch's default)."""
     import numpy as np
     import torch
 
     from richlazy_cli.practice import data, hierarchy
 
+    if threads is not None:
+        torch.set_num_threads(threads)
     t = time.perf_counter()
     for seed in seeds:
         torch.manual_seed(seed)
@@ -93,29 +103,40 @@ def plain(model: str, epochs: int, seeds: list[int]) -> float:
     return time.perf_counter() - t
 
 
+CONTENDERS = ("ours", "ours-alone", "plain-1", "plain")
+
+
 def _run(args: tuple[str, str, int, list[int]]) -> float:
     who, model, epochs, seeds = args
-    return (ours if who == "ours" else plain)(model, epochs, seeds)
+    if who.startswith("ours"):
+        return ours(model, epochs, seeds, stacked=who == "ours")
+    return plain(model, epochs, seeds, threads=1 if who == "plain-1" else None)
 
 
-def throughput(pool: Any, who: str, model: str, epochs: int) -> float:
-    """Samples per second on 2 processes (2 configurations each): the training samples of
-    the 4 configurations over the longer of the two workers' times (each timed inside the
-    worker, set-up of the data included for both contenders)."""
+def throughput(ctx: Any, who: str, model: str, epochs: int, per_worker: int) -> float:
+    """Samples per second on 2 fresh processes (``per_worker`` configurations each): the
+    training samples of all configurations over the longer of the two workers' times (each
+    timed inside the worker, set-up of the data included for every contender)."""
     n = math.floor(0.05 * 131072) if model == "rhm" else 1437
-    walls = pool.map(_run, [(who, model, epochs, [0, 1]), (who, model, epochs, [2, 3])])
-    return 4 * n * epochs / max(walls)
+    seeds = [list(range(k * per_worker, (k + 1) * per_worker)) for k in range(2)]
+    with ctx.Pool(2) as pool:
+        pool.map(_run, [(who, model, 1, [99]), (who, model, 1, [98])])  # warm up
+        walls = pool.map(_run, [(who, model, epochs, seeds[0]), (who, model, epochs, seeds[1])])
+    return 2 * per_worker * n * epochs / max(walls)
 
 
 # -- kernel and metrics costs (in this process, one thread) ----------------------------------
 
-def kernel_costs() -> tuple[float, float, float]:
-    """(torch.func Jacobian, autograd.grad loop Jacobian, the Gram product J Jᵀ both share)."""
+def kernel_costs() -> dict[str, float]:
+    """Seconds of one trace NTK (cnn, 144 probe samples, float64): richlazy's layer-structured
+    kernel (``layer``), the torch.func Jacobian (``func``), the autograd.grad loop's Jacobian
+    (``loop``) and the Gram product J Jᵀ both of the latter need (``gram``)."""
     import torch
     from torch.func import jacrev, vmap
 
     from richlazy_cli.models.base import rng
     from richlazy_cli.practice import data, nets
+    from richlazy_cli.practice.ntk import layer_ntk
 
     net = nets.lenet("lenet_digits", (1, 8, 8))
     p = nets.to_torch(net.init(rng(0, "init"), 1.0), torch.float64, "cpu")
@@ -124,24 +145,34 @@ def kernel_costs() -> tuple[float, float, float]:
     def one(q: dict[str, Any], x: Any) -> Any:
         return net.forward(q, x.unsqueeze(0))[0].squeeze(0)
 
+    def best(f: Any, reps: int = 3) -> float:
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t)
+        return min(times)
+
     vmap(jacrev(one), in_dims=(None, 0))(p, Xp)  # warm-up (tracing, once per process)
-    t = time.perf_counter()
+    layer_ntk(net.forward, p, Xp)
+    out = {"layer": best(lambda: layer_ntk(net.forward, p, Xp)),
+           "func": best(lambda: vmap(jacrev(one), in_dims=(None, 0))(p, Xp))}
     jac = vmap(jacrev(one), in_dims=(None, 0))(p, Xp)
-    t_func = time.perf_counter() - t
     J = torch.cat([v.reshape(144, -1) for v in jac.values()], dim=1)
-    t = time.perf_counter()
-    _ = J @ J.T
-    t_gram = time.perf_counter() - t
+    out["gram"] = best(lambda: J @ J.T)
     leaves = {k: v.clone().requires_grad_(True) for k, v in p.items()}
-    t = time.perf_counter()
-    rows = []
-    for i in range(Xp.shape[0]):
-        out = net.forward(leaves, Xp[i:i + 1])[0][0]
-        per_c = [torch.cat([g.reshape(-1) for g in torch.autograd.grad(
-            out[c], list(leaves.values()), retain_graph=True)]) for c in range(10)]
-        rows.append(torch.cat(per_c))
-    torch.stack(rows)
-    return t_func, time.perf_counter() - t, t_gram
+
+    def loop() -> None:
+        rows = []
+        for i in range(Xp.shape[0]):
+            f = net.forward(leaves, Xp[i:i + 1])[0][0]
+            per_c = [torch.cat([g.reshape(-1) for g in torch.autograd.grad(
+                f[c], list(leaves.values()), retain_graph=True)]) for c in range(10)]
+            rows.append(torch.cat(per_c))
+        torch.stack(rows)
+
+    out["loop"] = best(loop, reps=1)
+    return out
 
 
 def metric_fractions() -> tuple[float, float]:
@@ -152,23 +183,20 @@ def metric_fractions() -> tuple[float, float]:
     from richlazy_cli.models.base import rng
     from richlazy_cli.practice import data, metrics, nets
 
-    # rhm: per-step time and per-evaluation time
+    # rhm: training time per configuration and epoch in a stacked chunk of 6 (the difference
+    # of two runs, so that set-up and the two evaluations cancel), and one evaluation
+    walls = [ours("rhm", e, list(range(6))) for e in (2, 6)]
+    t_epoch = (walls[1] - walls[0]) / (4 * 6)
     net = nets.mlp(64, 64, 3, 8)
-    p = nets.to_torch(net.init(rng(0, "init"), 1.0), torch.float32, "cpu", requires_grad=True)
+    p = nets.to_torch(net.init(rng(0, "init"), 1.0), torch.float32, "cpu")
     n = math.floor(0.05 * 131072)
     X = torch.tensor(np.random.default_rng(0).random((n, 64)), dtype=torch.float32)
     Xt = torch.tensor(np.random.default_rng(1).random((20000, 64)), dtype=torch.float32)
     y = torch.zeros(n, dtype=torch.long)
     yt = torch.zeros(20000, dtype=torch.long)
     t = time.perf_counter()
-    for b0 in range(0, n, 128):
-        loss = torch.nn.functional.cross_entropy(net.forward(p, X[b0:b0 + 128])[0],
-                                                 y[b0:b0 + 128])
-        torch.autograd.grad(loss, list(p.values()))
-    t_epoch = time.perf_counter() - t
-    t = time.perf_counter()
     metrics.evaluate(net.forward, p, X, y)
-    metrics.evaluate(net.forward, p, Xt, yt)
+    metrics.accuracy(net.forward, p, Xt, yt)  # the model needs no test loss
     t_eval = time.perf_counter() - t
     rhm = 26 * t_eval / (200 * t_epoch)  # 200 epochs train (the clamped 50 are skipped)
     # cnn
@@ -202,39 +230,6 @@ def metric_fractions() -> tuple[float, float]:
     return rhm, 18 * t_ck / (1500 * t_step)
 
 
-def vmap_probe(B: int = 6, reps: int = 100) -> tuple[bool, float]:
-    """One rhm gradient (batch 128, width 64, float32) of B configurations: ``vmap`` over
-    stacked parameters against B single calls. (bitwise equal?, single time / batched time)"""
-    import numpy as np
-    import torch
-    from torch.func import grad, vmap
-
-    from richlazy_cli.practice import nets
-
-    net = nets.mlp(64, 64, 3, 8)
-    ps = [nets.to_torch(net.init(np.random.default_rng(i), 1.0), torch.float32, "cpu")
-          for i in range(B)]
-    X = torch.tensor(np.random.default_rng(9).random((B, 128, 64)), dtype=torch.float32)
-    y = torch.tensor(np.random.default_rng(8).integers(0, 8, (B, 128)))
-
-    def loss(p: dict[str, Any], x: Any, yy: Any) -> Any:
-        return torch.nn.functional.cross_entropy(net.forward(p, x)[0], yy)
-
-    g = grad(loss)
-    stacked = {k: torch.stack([p[k] for p in ps]) for k in ps[0]}
-    gb = vmap(g)(stacked, X, y)
-    same = all(torch.equal(g(ps[i], X[i], y[i])[k], gb[k][i]) for i in range(B) for k in gb)
-    t = time.perf_counter()
-    for _ in range(reps):
-        vmap(g)(stacked, X, y)
-    t_b = time.perf_counter() - t
-    t = time.perf_counter()
-    for _ in range(reps):
-        for i in range(B):
-            g(ps[i], X[i], y[i])
-    return same, (time.perf_counter() - t) / t_b
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--short", action="store_true", help="shorter runs (noisier)")
@@ -244,29 +239,35 @@ def main() -> None:
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.2f}")
     e_rhm = 5 if args.short else 20
-    e_cnn = 30 if args.short else 100
+    e_cnn = 20 if args.short else 60
     ctx = mp.get_context("spawn")
-    with ctx.Pool(2) as pool:
-        pool.map(_run, [("ours", "rhm", 1, [9]), ("plain", "rhm", 1, [9])])  # warm both
-        rates = {}
-        for model, epochs in (("rhm", e_rhm), ("cnn", e_cnn)):
-            for who in ("ours", "plain"):
-                rates[model, who] = throughput(pool, who, model, epochs)
-    print("\n1. training throughput, 2 processes x 2 configurations (samples/s)")
+    rates = {}
+    for model, epochs, per_worker in (("rhm", e_rhm, 6), ("cnn", e_cnn, 2)):
+        for who in CONTENDERS:
+            if model == "cnn" and who == "ours-alone":
+                continue  # cnn configurations always train alone
+            rates[model, who] = throughput(ctx, who, model, epochs, per_worker)
+    print("\n1. training throughput, 2 processes (samples/s; rhm 6, cnn 2 configurations each)")
     for model in ("rhm", "cnn"):
-        o, p = rates[model, "ours"], rates[model, "plain"]
-        print(f"   {model}: richlazy {o:10.0f}   plain PyTorch loop {p:10.0f}   "
-              f"ratio {o / p:5.2f}x (target 1.5x)")
+        o = rates[model, "ours"]
+        line = f"   {model}: richlazy {o:9.0f}"
+        if (model, "ours-alone") in rates:
+            a = rates[model, "ours-alone"]
+            line += f" | alone {a:9.0f} (stacking {o / a:4.2f}x)"
+        p1, pd = rates[model, "plain-1"], rates[model, "plain"]
+        line += (f" | plain loop, 1 thread {p1:9.0f}: {o / p1:4.2f}x (target 1.5x)"
+                 f" | default threads {pd:9.0f}: {o / pd:4.2f}x")
+        print(line)
     torch.set_num_threads(1)
-    same, ratio = vmap_probe()
-    print(f"   (not used by the model) vmap over 6 stacked rhm configurations, one gradient: "
-          f"bitwise equal to single calls: {same}; {ratio:4.2f}x faster")
-    t_func, t_loop, t_gram = kernel_costs()
-    print("\n2. one kernel distance (cnn, 144 probe samples, 10 logits, 19,754 parameters)")
-    print(f"   Jacobians: torch.func {t_func * 1e3:8.1f} ms   autograd.grad loop "
-          f"{t_loop * 1e3:8.1f} ms   ratio {t_loop / t_func:5.1f}x")
-    print(f"   with the shared Gram product J J^T ({t_gram * 1e3:.1f} ms): ratio "
-          f"{(t_loop + t_gram) / (t_func + t_gram):5.1f}x (target 10x)")
+    k = kernel_costs()
+    base = k["loop"] + k["gram"]
+    print("\n2. one kernel distance (cnn, trace NTK, 144 probe samples, 10 logits, "
+          "19,754 parameters, float64)")
+    print(f"   layer-structured {k['layer'] * 1e3:7.1f} ms | per-example autograd.grad loop + "
+          f"J J^T {base * 1e3:7.1f} ms ({k['loop'] * 1e3:.0f} + {k['gram'] * 1e3:.0f}): "
+          f"{base / k['layer']:5.1f}x (target 10x)")
+    print(f"   (torch.func Jacobian + J J^T, the former route: "
+          f"{(k['func'] + k['gram']) * 1e3:7.1f} ms, {base / (k['func'] + k['gram']):4.1f}x)")
     f_rhm, f_cnn = metric_fractions()
     print("\n3. metrics at the default checkpoints / training time (target <= 15%)")
     print(f"   rhm (26 evaluations, f = 0.05): {100 * f_rhm:5.1f}%")

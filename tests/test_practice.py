@@ -292,3 +292,17 @@ def test_concurrent_sessions_hold_one_thread_until_the_last_ends() -> None:
     assert torch.get_num_threads() == 1 and torch.are_deterministic_algorithms_enabled()
     inner.__exit__(None, None, None)
     assert torch.get_num_threads() == 2 and not torch.are_deterministic_algorithms_enabled()
+
+
+def test_accuracy_alone_is_the_accuracy_of_evaluate() -> None:
+    """metrics.accuracy (no loss) counts the same predictions as metrics.evaluate, over blocks
+    that do not divide the data set; and both are the exact fraction of right predictions."""
+    net = nets.mlp(12, 8, 2, 5)
+    params = nets.to_torch(net.init(np.random.default_rng(3), 1.0), torch.float32, "cpu")
+    X = torch.tensor(np.random.default_rng(4).standard_normal((1001, 12)), dtype=torch.float32)
+    y = torch.tensor(np.random.default_rng(5).integers(0, 5, 1001))
+    with torch.no_grad():
+        right = int((net.forward(params, X)[0].argmax(dim=1) == y).sum())
+    assert 0 < right < 1001
+    assert metrics.accuracy(net.forward, params, X, y, block=97) == right / 1001
+    assert metrics.evaluate(net.forward, params, X, y, block=97)[1] == right / 1001

@@ -19,11 +19,17 @@ fresh permutation per epoch (``rng(seed, "batches")``, the last batch possibly s
 
 Metrics (docs/practice.md §3) at checkpoint steps: 0, the first ``first_steps`` steps, and the
 ends of the epochs in ``checkpoints`` (default 1, 2, 5, 10, 20, 50, 100, 200, 500, and the last
-epoch): the kernel distance S(0,t) of the empirical NTK over the probe set (float64,
-``torch.func`` Jacobians), the Hamming distance of the probe set's activation bits over every
-hidden unit, the parameter distance and its ratio to ‖θ₀‖, losses and accuracies, and the mean
-roughness R̄ of the first-layer filters (docs/cnn.md eq. (4)); with ``save_filters``, the
-first-layer filters at the end.
+epoch): the kernel distance S(0,t) of the empirical NTK over the probe set (float64, built
+layer by layer from the factorised per-example gradients, docs/practice.md eq. (7)), the
+Hamming distance of the probe set's activation bits over every hidden unit, the parameter
+distance and its ratio to ‖θ₀‖, losses and accuracies, and the mean roughness R̄ of the
+first-layer filters (docs/cnn.md eq. (4)); with ``save_filters``, the first-layer filters at
+the end.
+
+Configurations train one at a time: stacking them is not bitwise safe for float32
+convolutions (oneDNN's grouped convolution rounds differently with the group's size) and
+gains nothing in float64, whose convolutions already cost most of a step (docs/practice.md
+§1).
 """
 
 from __future__ import annotations

@@ -19,8 +19,12 @@ per epoch η_e = η₀(1 + cos(π e/T))/2 with T = 0.8·epochs, held at 0 for e 
 rise again after T as PyTorch's ``CosineAnnealingLR`` does; ``constant`` keeps η₀. An epoch of
 η_e = 0 leaves every parameter unchanged and is skipped.
 
-Every configuration trains on its own with one intra-op thread: its numbers depend on nothing
-but its parameters (docs/practice.md §1).
+Configurations of a chunk with the same training-set size train together, on the CPU
+(docs/practice.md §1): their parameters stacked to (G, out, in), each step one batched matrix
+product per layer, every configuration with its own data, mini-batches, momentum and
+divergence. Each configuration's slice of a batched product is computed alone, so its numbers
+depend on nothing but its parameters, whatever the group; a configuration alone is a group of
+one on the same code path. On a GPU every configuration is its own group.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import xarray as xr
 
 from ..errors import BadInput, Status
 from ..practice import hierarchy, nets, torchenv
-from ..practice.metrics import evaluate
+from ..practice.metrics import accuracy, evaluate
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
@@ -96,6 +100,8 @@ class RHM(Model):
              "alpha": 1.0, "seed": 0, "n_checkpoints": 3},
             {"L": 2, "width": 16, "epochs": 3, "test_size": 100, "train_fraction": 0.5,
              "alpha": 10.0, "seed": 1, "n_checkpoints": 3},
+            {"L": 2, "width": 16, "epochs": 3, "test_size": 100, "train_fraction": 0.3,
+             "alpha": 0.1, "seed": 2, "n_checkpoints": 3},
         ),
     }
 
@@ -140,21 +146,26 @@ class RHM(Model):
         out = {k: np.full((B, ck.size), np.nan) for k in ("test_acc", "train_acc", "train_loss")}
         n_train = np.zeros(B, dtype=np.int64)
         status = np.zeros(B, dtype=np.int8)
-        problems: dict[int, Any] = {}
+        problems: dict[int, _Problem] = {}
         with torchenv.session():
             for i in range(B):
-                p = batch.point(i)
-                seed = int(p["seed"])
+                seed = int(batch.point(i)["seed"])
                 if seed not in problems:
-                    problems = {seed: _Problem(v, seed)}
-                prob = problems[seed]
-                n_train[i] = math.floor(float(p["train_fraction"]) * prob.P)
-                res, ok = _train_one(prob, v, float(p["alpha"]), int(n_train[i]), ck, device)
+                    problems[seed] = _Problem(v, seed)
+                n_train[i] = math.floor(float(batch.point(i)["train_fraction"])
+                                        * problems[seed].P)
+            done = 0
+            for group in training_groups(n_train, stackable(v, device)):
+                members = [batch.point(i) for i in group]
+                res, ok = _train_group([problems[int(p["seed"])] for p in members], v,
+                                       [float(p["alpha"]) for p in members],
+                                       int(n_train[group[0]]), ck, device)
                 for k in out:
-                    out[k][i] = res[k]
-                status[i] = Status.OK if ok else Status.DIVERGED
+                    out[k][group] = res[k]
+                status[group] = np.where(ok, Status.OK, Status.DIVERGED)
+                done += len(group)
                 if progress is not None:
-                    progress((i + 1) / B)
+                    progress(done / B)
         P_ = ("point", "epoch")
         data = {
             "test_acc": var(P_, out["test_acc"], "test accuracy"),
@@ -167,7 +178,7 @@ class RHM(Model):
         }
         for k in ("test_acc", "train_acc", "train_loss"):
             data[k].attrs["nan_meaning"] = "not reached: the configuration diverged earlier"
-        attrs = {"P_max": int(problems[next(iter(problems))].P) if problems else 0,
+        attrs = {"P_max": int(next(iter(problems.values())).P) if problems else 0,
                  "input_dim": int(v["s"] ** v["L"] * v["v"]),
                  **torchenv.provenance(device)}
         coords = {"epoch": var(("epoch",), ck, "training epoch (0: initialisation)", "epochs")}
@@ -178,19 +189,54 @@ with torchenv.registering():
     register(RHM)
 
 
+ALIGN_BYTES = 64
+"""Every configuration's slice of a stacked tensor starts at a multiple of this many bytes, as
+a tensor of its own does: Intel MKL's products can round differently on operands that are not
+so aligned (seen in float64 for slices of an odd number of elements)."""
+ROW_ALIGN = 16
+"""Mini-batches are padded to a multiple of this many rows (with weight 0 in the loss), which
+aligns every (G, rows, features) slice whatever the number of features."""
+
+
+def stackable(v: Mapping[str, Any], device: str) -> bool:
+    """Whether configurations of these (non-batchable) parameters may train stacked: on the
+    CPU, when every weight matrix of one configuration fills a whole number of
+    ``ALIGN_BYTES`` (docs/practice.md §1)."""
+    itemsize = 4 if v["dtype"] == "float32" else 8
+    d = int(v["s"]) ** int(v["L"]) * int(v["v"])
+    w, c = int(v["width"]), int(v["n_classes"])
+    sizes = (w * d, w * w, c * w) if int(v["hidden_layers"]) > 1 else (w * d, c * w)
+    return device == "cpu" and all(n * itemsize % ALIGN_BYTES == 0 for n in sizes)
+
+
+def training_groups(n_train: np.ndarray, stack: bool) -> list[np.ndarray]:
+    """Indices of the points that train together: with ``stack``, those with the same
+    training-set size (the same number of steps), in order of first appearance; otherwise each
+    point alone (a group of one, on the same code path)."""
+    if not stack:
+        return [np.array([i]) for i in range(n_train.size)]
+    _, first, inverse = np.unique(n_train, return_index=True, return_inverse=True)
+    return [np.flatnonzero(inverse == g) for g in np.argsort(first)]
+
+
 class _Problem:
-    """The enumerated data of one seed: one-hot inputs in permuted order and their labels."""
+    """The enumerated data of one seed: input strings in permuted order and their labels."""
 
     def __init__(self, v: Mapping[str, Any], seed: int) -> None:
         self.seed = seed
         L, n_c, m, s, nv = (int(v[k]) for k in ("L", "n_classes", "m", "s", "v"))
+        self.v = nv
         R = hierarchy.rules(rng(seed, "rules"), L, n_c, m, s, nv)
         strings, labels = hierarchy.enumerate_inputs(R)
         self.P = strings.shape[0]
         perm = rng(seed, "split").permutation(self.P)
-        self.X = hierarchy.one_hot(strings[perm], nv)
+        self.strings = strings[perm]
         self.y = labels[perm]
         self.test = slice(self.P - int(v["test_size"]), self.P)
+
+    def inputs(self, rows: slice) -> np.ndarray:
+        """One-hot inputs of the permuted rows ``rows`` (docs/rhm.md eq. (2))."""
+        return hierarchy.one_hot(self.strings[rows], self.v)
 
     def init_rng(self) -> np.random.Generator:
         return rng(self.seed, "init")
@@ -199,54 +245,89 @@ class _Problem:
         return rng(self.seed, "batches")
 
 
-def _train_one(prob: _Problem, v: Mapping[str, Any], alpha: float, n_train: int,
-               ck: np.ndarray, device: str) -> tuple[dict[str, np.ndarray], bool]:
-    """Train one configuration (docs/rhm.md §3); metrics at the checkpoint epochs ``ck``."""
+def _train_group(probs: list[_Problem], v: Mapping[str, Any], alphas: list[float],
+                 n_train: int, ck: np.ndarray, device: str
+                 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Train G configurations with the same training-set size together (docs/rhm.md §3);
+    metrics (G, checkpoints) at the checkpoint epochs ``ck`` and whether each stayed finite.
+
+    Parameters, momentum buffers, inputs and mini-batch indices carry a leading group axis.
+    A mini-batch of b rows is padded to a multiple of ``ROW_ALIGN`` rows (copies of its first
+    row) weighted 0; the loss Σ_g Σ_i w_i CE_gi with w_i = 1/b on the real rows has for
+    gradient with respect to configuration g's parameters exactly that of its own mean
+    cross-entropy. Momentum and steps update each configuration's slice as a tensor of its
+    own (a ``_foreach`` over the slices), so that no elementwise kernel sees a configuration at
+    another offset than when it is alone. Evaluations run on each configuration's own
+    tensors, one configuration at a time, as :func:`..practice.metrics.evaluate` does. A
+    configuration whose loss stops being finite keeps its NaN outputs from then on (its slices
+    cannot reach the others')."""
     import torch
     import torch.nn.functional as F
 
+    G = len(probs)
     dtype = torchenv.torch_dtype(v["dtype"])
     width, epochs, bsz = int(v["width"]), int(v["epochs"]), int(v["batch"])
     lr0 = float(v["lr"]) if v["lr"] is not None else 0.1 * width
     mom = float(v["momentum"])
-    net = nets.mlp(prob.X.shape[1], width, int(v["hidden_layers"]), int(v["n_classes"]))
-    X = torch.tensor(prob.X[:n_train], dtype=dtype, device=device)
-    y = torch.tensor(prob.y[:n_train], device=device)
-    Xt = torch.tensor(prob.X[prob.test], dtype=dtype, device=device)
-    yt = torch.tensor(prob.y[prob.test], device=device)
-    params = nets.to_torch(net.init(prob.init_rng(), alpha), dtype, device, requires_grad=True)
+    net = nets.mlp(probs[0].strings.shape[1] * probs[0].v, width, int(v["hidden_layers"]),
+                   int(v["n_classes"]))
+    trains = [(torch.tensor(p.inputs(slice(0, n_train)), dtype=dtype, device=device),
+               torch.tensor(p.y[:n_train], device=device)) for p in probs]
+    X = torch.cat([t[0] for t in trains])  # (G·n_train, d): mini-batches are gathered
+    y = torch.cat([t[1] for t in trains])
+    tests = [(torch.tensor(p.inputs(p.test), dtype=dtype, device=device),
+              torch.tensor(p.y[p.test], device=device)) for p in probs]
+    inits = [net.init(p.init_rng(), a) for p, a in zip(probs, alphas, strict=True)]
+    params = {k: torch.tensor(np.stack([q[k] for q in inits]), dtype=dtype, device=device,
+                              requires_grad=True) for k in net.shapes}
     plist = list(params.values())
     bufs = [torch.zeros_like(q) for q in plist]
-    g_batches = prob.batch_rng()
-    out = {k: np.full(ck.size, np.nan) for k in ("test_acc", "train_acc", "train_loss")}
+    with torch.no_grad():
+        mine = [{k: q[g] for k, q in params.items()} for g in range(G)]
+        slices = [q[g] for q in plist for g in range(G)]
+        buf_slices = [b[g] for b in bufs for g in range(G)]
+    rngs = [p.batch_rng() for p in probs]
+    offsets = torch.arange(G, device=device)[:, None] * n_train
+    row_weights = {b: torch.cat([torch.full((b,), 1.0 / b, dtype=dtype, device=device),
+                                 torch.zeros(-b % ROW_ALIGN, dtype=dtype, device=device)])
+                   for b in {min(bsz, n_train - b0) for b0 in range(0, n_train, bsz)}}
+    out = {k: np.full((G, ck.size), np.nan) for k in ("test_acc", "train_acc", "train_loss")}
+    alive = np.ones(G, dtype=bool)
 
-    def record(j: int) -> bool:
-        loss, acc = evaluate(net.forward, params, X, y)
-        out["train_loss"][j], out["train_acc"][j] = loss, acc
-        out["test_acc"][j] = evaluate(net.forward, params, Xt, yt)[1]
-        return math.isfinite(loss)
+    def record(j: int) -> None:
+        for g in np.flatnonzero(alive):  # on each configuration's own data, not slices of X
+            loss, acc = evaluate(net.forward, mine[g], *trains[g])
+            out["train_loss"][g, j], out["train_acc"][g, j] = loss, acc
+            out["test_acc"][g, j] = accuracy(net.forward, mine[g], *tests[g])
+            alive[g] = math.isfinite(loss)
 
     j = 0
     if ck[0] == 0:
-        if not record(0):
-            return out, False
+        record(0)
         j = 1
     for epoch in range(epochs):
-        order = g_batches.permutation(n_train)
+        if not alive.any():
+            break
+        order = torch.as_tensor(np.stack([g.permutation(n_train) for g in rngs]),
+                                device=device) + offsets  # rows of X and y
         lr = learning_rate(lr0, epoch, epochs, str(v["schedule"]))
         if lr != 0.0:
-            idx_all = torch.as_tensor(order, device=device)
             for b0 in range(0, n_train, bsz):
-                idx = idx_all[b0:b0 + bsz]
-                logits, _ = net.forward(params, X[idx])
-                loss = F.cross_entropy(logits, y[idx])
+                b = min(bsz, n_train - b0)
+                pad = -b % ROW_ALIGN
+                idx = order[:, b0:b0 + b]
+                if pad:
+                    idx = torch.cat([idx, idx[:, :1].expand(G, pad)], dim=1)
+                flat = idx.flatten()
+                logits, _ = net.forward(params, X.index_select(0, flat).view(G, b + pad, -1))
+                loss = (F.cross_entropy(logits.flatten(0, 1), y.index_select(0, flat),
+                                        reduction="none").view(G, -1) * row_weights[b]).sum()
                 grads = torch.autograd.grad(loss, plist)
                 with torch.no_grad():
-                    for q, b, g in zip(plist, bufs, grads, strict=True):
-                        b.mul_(mom).add_(g)
-                        q.add_(b, alpha=-lr)
+                    torch._foreach_mul_(buf_slices, mom)
+                    torch._foreach_add_(buf_slices, [g[i] for g in grads for i in range(G)])
+                    torch._foreach_add_(slices, buf_slices, alpha=-lr)
         if j < ck.size and epoch + 1 == ck[j]:
-            if not record(j):
-                return out, False
+            record(j)
             j += 1
-    return out, True
+    return out, alive

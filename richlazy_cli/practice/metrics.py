@@ -2,14 +2,15 @@
 distance, the Hamming distance of activation patterns, parameter distances, losses and
 accuracies.
 
-* Empirical NTK over a probe set X (n samples, c logits, parameters θ), with per-example
-  Jacobians J_c = ∂f_c(X)/∂θ from ``torch.func`` (``vmap`` of ``jacrev``, no loop over
-  examples):
+* Empirical NTK over a probe set X (n samples, c logits, parameters θ),
+  J_c = ∂f_c(X)/∂θ:
 
       trace kernel  K = Σ_c J_c J_cᵀ  (n × n),      full kernel  K = [J_c J_c'ᵀ]  (nc × nc)
 
   (docs/practice.md eq. (3); the paper does not say which it used, and the trace is the
-  cheapest faithful choice).
+  cheapest faithful choice). Built layer by layer from the factorised per-example gradients
+  (:mod:`.ntk`) when the network's forward pass records its layers, else from per-example
+  Jacobians from ``torch.func`` (``vmap`` of ``jacrev``, no loop over examples).
 * Kernel distance S(0,t) = 1 − ⟨K₀,K_t⟩_F / (‖K₀‖_F ‖K_t‖_F) (Fort et al. 2020, as used by
   Kunin et al. 2024 §5; docs/practice.md eq. (4)), computed so that S(0,0) is exactly 0.
 * Hamming distance: the fraction of (probe sample, hidden unit) pairs whose bit
@@ -31,7 +32,17 @@ KERNELS = ("trace", "full")
 
 def ntk(forward: Forward, params: dict[str, Any], X: Any, kind: str = "trace") -> Any:
     """The empirical NTK of ``forward`` at ``params`` over the samples ``X`` (first axis),
-    in the dtype of ``params`` (docs/practice.md eq. (3))."""
+    in the dtype of ``params`` (docs/practice.md eq. (3)): layer by layer where the forward
+    pass records its layers (:func:`.ntk.layer_ntk`), else :func:`jacobian_ntk`."""
+    from .ntk import layer_ntk
+
+    K = layer_ntk(forward, params, X, kind)
+    return jacobian_ntk(forward, params, X, kind) if K is None else K
+
+
+def jacobian_ntk(forward: Forward, params: dict[str, Any], X: Any, kind: str = "trace") -> Any:
+    """The empirical NTK from the per-example Jacobians (``vmap`` of ``jacrev``) and their
+    Gram products J Jᵀ, one per parameter tensor."""
     from torch.func import jacrev, vmap
 
     def one(p: dict[str, Any], x: Any) -> Any:
@@ -95,16 +106,31 @@ def loss_and_accuracy(logits: Any, y: Any) -> tuple[float, float]:
 
 def evaluate(forward: Forward, params: dict[str, Any], X: Any, y: Any,
              block: int = 4096) -> tuple[float, float]:
-    """:func:`loss_and_accuracy` over a data set, forward passes in blocks of ``block``."""
+    """:func:`loss_and_accuracy` over a data set, forward passes in blocks of ``block`` (the
+    accuracy is the exact count of right predictions over n)."""
     import torch
 
     total = 0.0
-    right = 0.0
+    right = 0
     n = y.shape[0]
     with torch.no_grad():
         for i in range(0, n, block):
             logits, _ = forward(params, X[i:i + block])
-            loss, acc = loss_and_accuracy(logits, y[i:i + block])
+            loss, _ = loss_and_accuracy(logits, y[i:i + block])
             total += loss * min(block, n - i)
-            right += acc * min(block, n - i)
+            right += int((logits.argmax(dim=1) == y[i:i + block]).sum())
     return total / n, right / n
+
+
+def accuracy(forward: Forward, params: dict[str, Any], X: Any, y: Any,
+             block: int = 4096) -> float:
+    """The accuracy of :func:`evaluate` without the loss (the same forward passes in the same
+    blocks and the same count, hence the same value)."""
+    import torch
+
+    right = 0
+    with torch.no_grad():
+        for i in range(0, y.shape[0], block):
+            logits, _ = forward(params, X[i:i + block])
+            right += int((logits.argmax(dim=1) == y[i:i + block]).sum())
+    return right / y.shape[0]

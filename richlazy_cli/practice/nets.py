@@ -11,12 +11,22 @@ layer's initial weights are divided by α and the readout's multiplied by α. Wi
 ReLU and max-pooling are positively homogeneous, so every hidden pre-activation is divided by α
 and the readout multiplies it back: f is unchanged at initialisation, exactly in real
 arithmetic and to rounding in floating point.
+
+ReLU is ``torch.relu``, whose derivative is 1[z > 0] (the bit of the Hamming distance); its
+backward pass is a vectorised threshold, several times faster than ``clamp_min``'s.
+
+**Layer tape** (docs/practice.md §3): inside :func:`recording`, a forward pass appends one
+:class:`Tap` per parametrised layer (its input and its pre-activation, still in the autograd
+graph). The layer-structured NTK (:mod:`.ntk`) builds the kernel from them; a forward that
+records nothing, or not every parameter, gets the generic per-example-Jacobian kernel.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +63,44 @@ class Net:
         return apply_alpha(params, self.first, self.readout, alpha)
 
 
+@dataclass(frozen=True)
+class Tap:
+    """One parametrised layer of a forward pass, z = scale·(W ⋆ a) + b: ``kind`` ``"dense"``
+    (z = scale·a Wᵀ + b over the last axis) or ``"conv"`` (a convolution of ``a`` with W over
+    1 or 2 spatial axes, stride 1, zero ``padding``), the names of W and b (None: no bias),
+    the layer's input a and its output z."""
+
+    kind: str
+    weight: str
+    bias: str | None
+    input: Any
+    output: Any
+    scale: float = 1.0
+    padding: int = 0
+
+
+_tape: contextvars.ContextVar[list[Tap] | None] = contextvars.ContextVar("tape", default=None)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[Tap]]:
+    """Collect the :class:`Tap` of every layer of the forward passes run inside."""
+    tape: list[Tap] = []
+    token = _tape.set(tape)
+    try:
+        yield tape
+    finally:
+        _tape.reset(token)
+
+
+def tap(kind: str, weight: str, bias: str | None, a: Any, z: Any, scale: float = 1.0,
+        padding: int = 0) -> None:
+    """Record a layer on the active tape (nothing outside :func:`recording`)."""
+    tape = _tape.get()
+    if tape is not None:
+        tape.append(Tap(kind, weight, bias, a, z, scale, padding))
+
+
 def apply_alpha(params: dict[str, np.ndarray], first: str, readout: str,
                 alpha: float) -> dict[str, np.ndarray]:
     """First layer ÷ α, readout × α (docs/practice.md eq. (1)); other entries unchanged."""
@@ -66,7 +114,11 @@ def apply_alpha(params: dict[str, np.ndarray], first: str, readout: str,
 
 def mlp(d_in: int, width: int, hidden_layers: int, n_out: int) -> Net:
     """Bias-free ReLU MLP with standard-normal weights, ``1/√fan_in`` hidden layers and the
-    mean-field readout ``f = W_out h_L / width`` (docs/rhm.md eq. (3))."""
+    mean-field readout ``f = W_out h_L / width`` (docs/rhm.md eq. (3)).
+
+    The forward pass also takes a group of G configurations at once: parameters stacked to
+    (G, out, in) and inputs (G, batch, in) become batched matrix products, one per
+    configuration (docs/practice.md §1)."""
     shapes: dict[str, tuple[int, ...]] = {"W1": (width, d_in)}
     for layer in range(2, hidden_layers + 1):
         shapes[f"W{layer}"] = (width, width)
@@ -74,13 +126,19 @@ def mlp(d_in: int, width: int, hidden_layers: int, n_out: int) -> Net:
     names = list(shapes)
 
     def forward(params: dict[str, Any], x: Any) -> tuple[Any, list[Any]]:
+        import torch
+
         pre = []
         h = x
         for name in names[:-1]:
-            z = h @ params[name].T / math.sqrt(params[name].shape[1])
+            root = math.sqrt(params[name].shape[-1])
+            z = h @ params[name].mT / root
+            tap("dense", name, None, h, z, 1.0 / root)
             pre.append(z)
-            h = z.clamp_min(0)
-        return h @ params["W_out"].T / width, pre
+            h = torch.relu(z)
+        out = h @ params["W_out"].mT / width
+        tap("dense", "W_out", None, h, out, 1.0 / width)
+        return out, pre
 
     return Net(shapes, "W1", "W_out", {n: 1.0 for n in names}, forward,
                width * hidden_layers)
@@ -140,15 +198,23 @@ def lenet(arch: str, in_shape: tuple[int, ...], n_out: int = 10) -> Net:
     units = 6 * h1 * w1 + 16 * h2 * w2 + 120 + 84
 
     def forward(params: dict[str, Any], x: Any) -> tuple[Any, list[Any]]:
+        import torch
         import torch.nn.functional as F
 
         z1 = F.conv2d(x, params["conv1.weight"], params["conv1.bias"], padding=g["pad1"])
-        a1 = F.max_pool2d(z1.clamp_min(0), 2)
+        a1 = F.max_pool2d(torch.relu(z1), 2)
         z2 = F.conv2d(a1, params["conv2.weight"], params["conv2.bias"], padding=g["pad2"])
-        a2 = F.max_pool2d(z2.clamp_min(0), 2).flatten(-3)
+        a2 = F.max_pool2d(torch.relu(z2), 2).flatten(-3)
         z3 = a2 @ params["fc1.weight"].T + params["fc1.bias"]
-        z4 = z3.clamp_min(0) @ params["fc2.weight"].T + params["fc2.bias"]
-        out = z4.clamp_min(0) @ params["fc3.weight"].T + params["fc3.bias"]
+        h3 = torch.relu(z3)
+        z4 = h3 @ params["fc2.weight"].T + params["fc2.bias"]
+        h4 = torch.relu(z4)
+        out = h4 @ params["fc3.weight"].T + params["fc3.bias"]
+        tap("conv", "conv1.weight", "conv1.bias", x, z1, padding=g["pad1"])
+        tap("conv", "conv2.weight", "conv2.bias", a1, z2, padding=g["pad2"])
+        tap("dense", "fc1.weight", "fc1.bias", a2, z3)
+        tap("dense", "fc2.weight", "fc2.bias", h3, z4)
+        tap("dense", "fc3.weight", "fc3.bias", h4, out)
         return out, [z1, z2, z3, z4]
 
     return Net(shapes, "conv1.weight", "fc3.weight", std, forward, units)
@@ -198,15 +264,19 @@ def smooth_net(arch: str, in_shape: tuple[int, ...], first_kernel: int,
     units = 16 * g["n1"] + 32 * g["n2"]
 
     def forward(params: dict[str, Any], x: Any) -> tuple[Any, list[Any]]:
+        import torch
         import torch.nn.functional as F
 
         conv = F.conv2d if dims == 2 else F.conv1d
         pool = F.max_pool2d if dims == 2 else F.max_pool1d
         z1 = conv(x, params["conv1.weight"], params["conv1.bias"], padding=k // 2)
-        a1 = pool(z1.clamp_min(0), 2)
+        a1 = pool(torch.relu(z1), 2)
         z2 = conv(a1, params["conv2.weight"], params["conv2.bias"], padding=1)
-        a2 = z2.clamp_min(0).flatten(-dims).mean(-1)
+        a2 = torch.relu(z2).flatten(-dims).mean(-1)
         out = a2 @ params["fc.weight"].T + params["fc.bias"]
+        tap("conv", "conv1.weight", "conv1.bias", x, z1, padding=k // 2)
+        tap("conv", "conv2.weight", "conv2.bias", a1, z2, padding=1)
+        tap("dense", "fc.weight", "fc.bias", a2, out)
         return out, [z1, z2]
 
     return Net(shapes, "conv1.weight", "fc.weight", std, forward, units)
