@@ -306,3 +306,11 @@ def test_accuracy_alone_is_the_accuracy_of_evaluate() -> None:
     assert 0 < right < 1001
     assert metrics.accuracy(net.forward, params, X, y, block=97) == right / 1001
     assert metrics.evaluate(net.forward, params, X, y, block=97)[1] == right / 1001
+
+
+def test_declared_training_set_sizes_are_the_sources_sizes() -> None:
+    """``cnn`` declares its output's bytes from these sizes before any data are loaded."""
+    from richlazy_cli.models.cnn import TRAIN_SIZES
+
+    for name, n in TRAIN_SIZES.items():
+        assert data.load(name, 3).y_train.size == n, name

@@ -51,6 +51,11 @@ DEFAULT_EPOCHS = (1, 2, 5, 10, 20, 50, 100, 200, 500)
 """Checkpoint epochs of docs/cnn.md §3 (those past ``epochs`` are dropped; the last is added)."""
 
 
+TRAIN_SIZES = {"digits": 1437, "digits24": 1437, "mnist1d": 4000}
+"""Training-set sizes of the bundled sources (docs/practice.md §4): 80% of the 1,797 digits,
+stratified; mnist1d's own 4,000/1,000 split."""
+
+
 def checkpoint_steps(epochs: int, steps_per_epoch: int, first_steps: int,
                      epoch_list: Any) -> np.ndarray:
     """Sorted unique steps: 0, 1 … ``first_steps``, e·steps_per_epoch for each listed epoch
@@ -128,7 +133,7 @@ class CNN(Model):
     def cost(cls, values: Mapping[str, Any]) -> float:
         shape = {"digits": (1, 8, 8), "digits24": (1, 24, 24), "mnist1d": (1, 40)}.get(
             values["dataset"], (1, 28, 28))
-        n_train = 1437.0 if values["dataset"] in ("digits", "digits24") else 4000.0
+        n_train = float(TRAIN_SIZES.get(values["dataset"], 4000))
         if values["arch"] in nets.SMOOTH:
             k = values.get("first_kernel") or nets.FIRST_KERNEL[values["arch"]]
             dims = len(shape) - 1
@@ -142,6 +147,24 @@ class CNN(Model):
         n_probe = values["probe_fraction"] * n_train
         n_ck = 10 + len(DEFAULT_EPOCHS)
         return (train + n_ck * 20 * n_probe**2 * n_params) / 1e9
+
+    @classmethod
+    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """Nine float64 metrics over the checkpoints, the float64 first-layer filters with
+        ``save_filters``; a user's ``npz`` (whose size is read only when run) is not
+        declared."""
+        n_train = TRAIN_SIZES.get(str(values["dataset"]))
+        if n_train is None:
+            return None
+        spe = math.ceil(n_train / int(values["batch"]))
+        n_ck = checkpoint_steps(int(values["epochs"]), spe, int(values["first_steps"]),
+                                values.get("checkpoints")).size
+        size = 8.0 * 9 * n_ck
+        if values["save_filters"]:
+            shape = sources.check_source(str(values["dataset"]), None)
+            net = nets.network(str(values["arch"]), shape, values.get("first_kernel"))
+            size += 8.0 * math.prod(net.shapes[net.first])
+        return size
 
     # ------------------------------------------------------------------------------------------
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:

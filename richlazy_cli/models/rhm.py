@@ -136,6 +136,13 @@ class RHM(Model):
         flops = 6.0 * (d * w + (values["hidden_layers"] - 1) * w * w + w * values["n_classes"])
         return flops * values["train_fraction"] * P * values["epochs"] / 1e9
 
+    @classmethod
+    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """Three float64 curves over the checkpoint epochs, the final test accuracy and the
+        training-set size."""
+        n_ck = checkpoint_epochs(int(values["epochs"]), int(values["n_checkpoints"])).size
+        return 8.0 * (3 * n_ck + 2)
+
     # ------------------------------------------------------------------------------------------
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         v = batch.values
