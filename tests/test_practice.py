@@ -310,7 +310,7 @@ def test_accuracy_alone_is_the_accuracy_of_evaluate() -> None:
 
 def test_declared_training_set_sizes_are_the_sources_sizes() -> None:
     """``cnn`` declares its output's bytes from these sizes before any data are loaded."""
-    from richlazy_cli.models.cnn import TRAIN_SIZES
-
-    for name, n in TRAIN_SIZES.items():
-        assert data.load(name, 3).y_train.size == n, name
+    for name, n in data.TRAIN_SIZES.items():
+        split = data.load(name, 3)
+        assert split.y_train.size == n, name
+        assert split.sample_shape == data.SAMPLE_SHAPES[name], name

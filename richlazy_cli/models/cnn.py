@@ -51,11 +51,6 @@ DEFAULT_EPOCHS = (1, 2, 5, 10, 20, 50, 100, 200, 500)
 """Checkpoint epochs of docs/cnn.md §3 (those past ``epochs`` are dropped; the last is added)."""
 
 
-TRAIN_SIZES = {"digits": 1437, "digits24": 1437, "mnist1d": 4000}
-"""Training-set sizes of the bundled sources (docs/practice.md §4): 80% of the 1,797 digits,
-stratified; mnist1d's own 4,000/1,000 split."""
-
-
 def checkpoint_steps(epochs: int, steps_per_epoch: int, first_steps: int,
                      epoch_list: Any) -> np.ndarray:
     """Sorted unique steps: 0, 1 … ``first_steps``, e·steps_per_epoch for each listed epoch
@@ -131,9 +126,8 @@ class CNN(Model):
 
     @classmethod
     def cost(cls, values: Mapping[str, Any]) -> float:
-        shape = {"digits": (1, 8, 8), "digits24": (1, 24, 24), "mnist1d": (1, 40)}.get(
-            values["dataset"], (1, 28, 28))
-        n_train = float(TRAIN_SIZES.get(values["dataset"], 4000))
+        shape = sources.SAMPLE_SHAPES.get(values["dataset"], (1, 28, 28))
+        n_train = float(sources.TRAIN_SIZES.get(values["dataset"], 4000))
         if values["arch"] in nets.SMOOTH:
             k = values.get("first_kernel") or nets.FIRST_KERNEL[values["arch"]]
             dims = len(shape) - 1
@@ -153,7 +147,7 @@ class CNN(Model):
         """Nine float64 metrics over the checkpoints, the float64 first-layer filters with
         ``save_filters``; a user's ``npz`` (whose size is read only when run) is not
         declared."""
-        n_train = TRAIN_SIZES.get(str(values["dataset"]))
+        n_train = sources.TRAIN_SIZES.get(str(values["dataset"]))
         if n_train is None:
             return None
         spe = math.ceil(n_train / int(values["batch"]))
@@ -161,7 +155,7 @@ class CNN(Model):
                                 values.get("checkpoints")).size
         size = 8.0 * 9 * n_ck
         if values["save_filters"]:
-            shape = sources.check_source(str(values["dataset"]), None)
+            shape = sources.SAMPLE_SHAPES[str(values["dataset"])]
             net = nets.network(str(values["arch"]), shape, values.get("first_kernel"))
             size += 8.0 * math.prod(net.shapes[net.first])
         return size

@@ -28,6 +28,11 @@ from ..errors import UNREADABLE, BadInput
 from ..models.base import rng
 
 SOURCES = ("digits", "digits24", "mnist1d", "npz")
+SAMPLE_SHAPES = {"digits": (1, 8, 8), "digits24": (1, 24, 24), "mnist1d": (1, 40)}
+"""The shape of one sample of each bundled source."""
+TRAIN_SIZES = {"digits": 1437, "digits24": 1437, "mnist1d": 4000}
+"""Training-set sizes of the bundled sources: 80% of the 1,797 digits, stratified; mnist1d's
+own 4,000/1,000 split."""
 N_CLASSES = 10
 TEST_FRACTION = 0.2
 
@@ -173,7 +178,7 @@ def check_source(dataset: str, data_file: str | None) -> tuple[int, ...]:
         X = read_npz(data_file, os.path.getmtime(data_file) if os.path.isfile(data_file)
                      else -1.0)[0]
         return tuple(X.shape[1:])
-    return {"digits": (1, 8, 8), "digits24": (1, 24, 24), "mnist1d": (1, 40)}[dataset]
+    return SAMPLE_SHAPES[dataset]
 
 
 def load(dataset: str, seed: int, data_file: str | None = None) -> DataSplit:
