@@ -35,6 +35,17 @@ def toy_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 
 @pytest.fixture
+def one_torch_thread():
+    """torch at one intra-op thread for the test, as the practice models run (their workers
+    hold one thread each), restored afterwards."""
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]):
     """Run `richlazy ARGS...` in this process; returns exit code, stdout and stderr."""
     from richlazy_cli.cli import run

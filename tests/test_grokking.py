@@ -28,12 +28,7 @@ CI = dict(p=11, d_model=16, n_heads=4, steps=200, eval_every=20)
 """CI size: 121 pairs, 60 for training (docs/grokking.md §4)."""
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def train(points: list[dict[str, Any]], **common: Any) -> xr.Dataset:

@@ -20,12 +20,7 @@ from tests.test_practice import explicit_jacobian  # noqa: E402
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def reference(net: nets.Net, params: dict, X: Any, kind: str) -> np.ndarray:

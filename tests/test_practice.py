@@ -24,12 +24,7 @@ from tests.conftest import assert_one_line_error, assert_refused, run_process  #
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def forward_at(net: nets.Net, alpha: float, X: np.ndarray, seed: int = 3) -> np.ndarray:

@@ -60,14 +60,18 @@ def memoised(checker: PointChecker, point: dict[str, Any], at: tuple[int, ...]) 
         return ("error", str(exc))
 
 
-@settings(max_examples=60, deadline=None)
-@given(
+BRANCHY_GRIDS = dict(
     a=st.lists(st.integers(-2, 3), min_size=1, max_size=4, unique=True),
     b=st.lists(st.integers(0, 2), min_size=1, max_size=3, unique=True),
     c=st.lists(st.integers(-1, 2), min_size=1, max_size=3, unique=True),
     mode=st.sampled_from(["strict", "loose"]),
     order=st.permutations(["a", "b", "c"]),
 )
+"""Grids of Branchy's three axes in any order, and its mode (hypothesis strategies)."""
+
+
+@settings(max_examples=60, deadline=None)
+@given(**BRANCHY_GRIDS)
 def test_memoised_verdicts_equal_direct_checks(a, b, c, mode, order) -> None:
     grid = {"a": a, "b": b, "c": c}
     names = list(order)
@@ -142,13 +146,7 @@ def _grid(**axes: list[Any]) -> Grid:
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    a=st.lists(st.integers(-2, 3), min_size=1, max_size=4, unique=True),
-    b=st.lists(st.integers(0, 2), min_size=1, max_size=3, unique=True),
-    c=st.lists(st.integers(-1, 2), min_size=1, max_size=3, unique=True),
-    mode=st.sampled_from(["strict", "loose"]),
-    order=st.permutations(["a", "b", "c"]),
-)
+@given(**BRANCHY_GRIDS)
 def test_case_tree_gives_every_point_its_direct_verdict(a, b, c, mode, order) -> None:
     axes = {"a": a, "b": b, "c": c}
     grid = _grid(**{n: axes[n] for n in order})
