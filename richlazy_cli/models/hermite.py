@@ -687,6 +687,28 @@ class Hermite(Model):
         train = float(values["steps"]) * values["batch"] * m * d * per_sample
         return (solve + train) * 1e-9
 
+    @classmethod
+    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """Over the ``T`` output times (solve: ``checkpoints + 1``; train: the distinct steps
+        of :func:`log_steps`), float64 ``loss`` and ``loss_theory`` (time), ``overlap`` and
+        ``norm`` (time, teacher), with ``save_params`` ``v`` (time, neuron, dim); per teacher
+        float64 ``t_recover``, ``t_recover_theory``, ``winner_overlap0`` and int64
+        ``winner``, ``winner_theory``; solve: int64 ``nfev``, ``njev`` and float64
+        ``t_stop``; train: float64 ``time`` (time) and ``steps_recover`` (teacher), int64
+        ``steps_run``. Every case is declared: a configuration that stops early
+        (``early_stop``, ``stop_on_recovery``) or diverges keeps every output time (holding
+        its last state, or NaN), whatever the backend."""
+        P, m, d = int(values["P"]), int(values["m"]), int(values["d"])
+        if action == "solve":
+            T = int(values["checkpoints"]) + 1
+            per_time, per_teacher, scalars = 2 + 2 * P, 5, 3
+        else:
+            T = log_steps(int(values["steps"]), int(values["checkpoints"])).size
+            per_time, per_teacher, scalars = 3 + 2 * P, 6, 1
+        if values["save_params"]:
+            per_time += m * d
+        return 8.0 * (T * per_time + per_teacher * P + scalars)
+
     # -- helpers ----------------------------------------------------------------------------
     @staticmethod
     def _setup(batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
