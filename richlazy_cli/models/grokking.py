@@ -159,6 +159,20 @@ class Grokking(Model):
         b = batch_size(values["batch"], p, values["op"])
         return 6.0 * 4 * b * per_token * values["steps"] / 1e9
 
+    @classmethod
+    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """Four float64 curves (train_acc, val_acc, train_loss, val_loss) over the evaluated
+        steps (:func:`eval_steps` of ``steps`` and ``eval_every``, or of one epoch's batches
+        when ``eval_every`` is 0), float64 ``steps_to_train`` and ``steps_to_val``, int8
+        ``censored_train`` and ``censored_val``. Every case is declared: with ``early_stop``
+        (or a divergence) the evaluations after the stop are NaN, not dropped."""
+        p, op = int(values["p"]), str(values["op"])
+        n_train = math.floor(float(values["train_fraction"]) * n_pairs(p, op))
+        every = int(values["eval_every"]) or math.ceil(
+            n_train / batch_size(int(values["batch"]), p, op))
+        n_eval = eval_steps(int(values["steps"]), every).size
+        return 8.0 * (4 * n_eval + 2) + 2
+
     # ------------------------------------------------------------------------------------------
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         v = batch.values
