@@ -81,11 +81,18 @@ def test_max_bytes_raises_or_lowers_the_limit(tmp_path, toy_env, cli) -> None:
         ("toy", ["-g", "slope=linspace(0,1,6)", "-g", "seed=range(2)"], ["-p", "steps=50"]),
         ("single-neuron", ["-g", "delta=linspace(-1,1,5)", "-g", "eta_a=0.5,1"],
          ["-p", "n_times=30", "-p", "method=exact"]),
-        ("diagonal", ["-g", "alpha=0.1,1"], []),  # declares nothing: measured on the probe
+        ("diagonal", ["-g", "alpha=0.1,1"], []),
+        # declares nothing: measured on the probe
+        ("undeclared toy", ["-g", "slope=linspace(0,1,6)"], ["-p", "steps=50"]),
     ],
 )
-def test_the_estimate_matches_the_data_of_a_real_sweep(tmp_path, toy_env, cli, model, grid,
-                                                       params) -> None:
+def test_the_estimate_matches_the_data_of_a_real_sweep(tmp_path, toy_env, cli, monkeypatch,
+                                                       model, grid, params) -> None:
+    declared = model != "undeclared toy"
+    if not declared:
+        model = "toy"
+        monkeypatch.setattr(all_models()[model], "output_bytes",
+                            classmethod(lambda cls, action, values: None))
     action = "train" if model == "diagonal" else "solve"
     out = tmp_path / "r.h5"
     args = ["sweep", action, model, *grid, *params, "-o", out]
@@ -93,7 +100,8 @@ def test_the_estimate_matches_the_data_of_a_real_sweep(tmp_path, toy_env, cli, m
     assert cli(*args, "-q").code == 0
     actual = data_bytes(out)
     assert actual / 2 <= estimate["total"] <= 2 * actual, (estimate, actual)
-    if estimate["source"] == "declared by the model":  # exact where the model declares it
+    assert (estimate["source"] == "declared by the model") == declared, estimate
+    if declared:  # exact where the model declares it
         assert estimate["total"] == actual
     for k, shard in enumerate((tmp_path / "s1.h5", tmp_path / "s2.h5"), start=1):
         sharded = dry_run_bytes(cli, *args[:-1], shard, "--shard", f"{k}/2")
@@ -119,6 +127,84 @@ def test_declared_sizes_equal_every_example_of_every_model() -> None:
                     model.name, action, example)
                 declared += 1
     assert declared >= 2
+
+
+def actual_bytes(model: type[Model], action: str, values: dict) -> int:
+    """The bytes of one configuration's outputs from a real one-point run (no ``status``)."""
+    data = model().run(action, Batch.from_points(model, [values]))
+    data = data.drop_vars("status", errors="ignore")
+    return sum(int(item.nbytes) for item in data.data_vars.values())
+
+
+_TWO_LAYER = {"d": 3, "h": 2, "k": 2, "n": 6, "n_test": 5, "steps": 6}
+_LINEAR = {"d": 3, "h": 2, "n": 4, "t_max": 0.5, "steps": 7}
+_DIAGONAL = {"d": 6, "N": 3, "r": 2, "alpha": 0.1, "tol": 1e-4, "t_max": 10.0,
+             "max_steps": 30, "lr": 0.05}
+
+
+@pytest.mark.parametrize(
+    ("name", "action", "given"),
+    [
+        ("two-layer", "train", {**_TWO_LAYER, "n_checkpoints": 3}),
+        ("two-layer", "train", {**_TWO_LAYER, "n_checkpoints": 9, "d": 4, "h": 4, "k": 3,
+                                "save_params": True}),
+        ("two-layer", "train", {**_TWO_LAYER, "checkpoints": [0, 2, 2, 5], "h": 3,
+                                "symmetrize": False, "save_params": True}),
+        ("two-layer", "train", {**_TWO_LAYER, "steps": 0, "d": 2}),
+        ("two-layer", "train", {**_TWO_LAYER, "d": 2, "data": "xor", "n_checkpoints": 5,
+                                "save_surface": True, "save_params": True}),
+        ("two-layer", "train", {**_TWO_LAYER, "d": 2, "k": 4, "save_surface": True,
+                                "dtype": "float32"}),
+        ("two-layer", "train", {**_TWO_LAYER, "d": 2, "data": "npz", "file": True,
+                                "n_checkpoints": 4}),
+        ("two-layer", "train", {**_TWO_LAYER, "data": "npz", "file": True,
+                                "save_params": True, "backend": "torch"}),
+        ("linear", "solve", {**_LINEAR, "n_times": 3}),
+        ("linear", "solve", {**_LINEAR, "n_times": 4, "c": 2, "h": 1, "delta": 0.5}),
+        ("linear", "solve", {**_LINEAR, "n_times": 2, "depth": 3, "c": 4, "init": "gaussian"}),
+        ("linear", "solve", {**_LINEAR, "n_times": 3, "h": 5, "init": "neuron",
+                             "delta_spread": 0.2}),
+        ("linear", "solve", {**_LINEAR, "n_times": 3, "file": True}),
+        ("linear", "train", {**_LINEAR, "checkpoints": 4}),
+        ("linear", "train", {**_LINEAR, "checkpoints": 20, "depth": 2, "c": 2}),  # clipped
+        ("linear", "train", {**_LINEAR, "checkpoints": 3, "d": 5, "n": 6, "c": 3,
+                             "init": "gaussian", "loss": "mean"}),
+        ("linear", "train", {**_LINEAR, "checkpoints": 5, "file": True}),
+        ("diagonal", "solve", {**_DIAGONAL, "n_time": 2}),
+        ("diagonal", "solve", {**_DIAGONAL, "n_time": 7, "d": 9, "s": 0.3}),
+        ("diagonal", "solve", {**_DIAGONAL, "n_time": 3, "file": True}),
+        ("diagonal", "train", {**_DIAGONAL, "n_record": 2}),
+        ("diagonal", "train", {**_DIAGONAL, "n_record": 25, "d": 4}),  # duplicate steps
+        ("diagonal", "train", {**_DIAGONAL, "n_record": 5, "max_steps": 1, "file": True}),
+    ],
+)
+def test_declared_sizes_equal_real_runs_off_the_examples(tmp_path, name, action,
+                                                         given) -> None:
+    """Output times, dimensions, widths and flags beyond the examples: the declared bytes are
+    a real run's, including data files (whose sizes the model's check reads)."""
+    model = all_models()[name]
+    given = dict(given)
+    if given.get("backend") == "torch":
+        pytest.importorskip("torch")
+    if given.pop("file", False):
+        gen = np.random.default_rng(0)
+        path = tmp_path / "data.npz"
+        if name == "two-layer":  # 7 training, 4 test samples (n, n_test are the file's)
+            X, Xt = gen.standard_normal((7, given["d"])), gen.standard_normal((4, given["d"]))
+            np.savez(path, X=X, y=X[:, 0], X_test=Xt, y_test=Xt[:, 0])
+            given["data_file"] = str(path)
+        elif name == "linear":  # n, d, c are the file's: 6 x 4 inputs, 2 outputs
+            X = gen.standard_normal((6, 4))
+            np.savez(path, X=X, y=X[:, :2])
+            given["data"] = str(path)
+        else:  # N = 3, d = 5 are the file's, no beta_star
+            X = gen.standard_normal((3, 5))
+            np.savez(path, X=X, y=X[:, 0])
+            given["data"] = str(path)
+    values = model.resolve(action, given)
+    size = model.output_bytes(action, values)
+    assert size is not None
+    assert size == actual_bytes(model, action, values)
 
 
 def test_sums_over_a_million_points_run_once_per_case(toy_env) -> None:

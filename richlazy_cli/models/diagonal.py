@@ -445,6 +445,20 @@ class DiagonalModel(Model):
             raise BadInput("parameter t_min: must be smaller than t_max")
 
     @classmethod
+    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """Over ``dim`` (d), float64: w, w_implicit and beta_star; per point, float64:
+        population_error, population_error_implicit, implicit_gap, sqrt_k and time_to_tol,
+        int8 converged; ``solve``: train_loss over the ``n_time + 1`` recorded times and
+        int64 nfev; ``train``: train_loss over the recorded steps of :func:`record_steps`
+        and int64 steps. With a data file, ``d`` is the file's (:meth:`check` fills it in)."""
+        d = int(values["d"])
+        if action == "solve":
+            T = int(values["n_time"]) + 1  # 0, then n_time log-spaced times
+        else:
+            T = record_steps(int(values["max_steps"]), int(values["n_record"])).size
+        return 8.0 * (3 * d + 5 + T + 1) + 1
+
+    @classmethod
     def cost(cls, values: Mapping[str, Any]) -> float:
         return float(values["N"]) * float(values["d"]) * (1.0 + np.log1p(1.0 / values["alpha"]))
 

@@ -107,6 +107,7 @@ output), ``singular_values`` of β (rank, descending) -- these three also over `
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -441,6 +442,12 @@ def make_data(point: dict[str, Any], file: dict[str, np.ndarray] | None = None) 
 # -- the model ----------------------------------------------------------------------------------
 
 
+def recorded_steps(steps: int, checkpoints: int) -> np.ndarray:
+    """The steps ``train`` records: ``checkpoints`` evenly spaced steps from 0 to ``steps``,
+    rounded, duplicates removed."""
+    return np.unique(np.round(np.linspace(0, steps, checkpoints)).astype(int))
+
+
 def _unflatten(theta: np.ndarray, d: int, h: int, c: int, depth: int) -> tuple[list, np.ndarray]:
     Ws = [theta[: h * d].reshape(h, d)]
     k = h * d
@@ -575,6 +582,26 @@ class Linear(Model):
                 )
         if action == "train" and values["checkpoints"] > values["steps"] + 1:
             values["checkpoints"] = values["steps"] + 1
+
+    @classmethod
+    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """Float64 throughout. Over the ``T`` output times (``solve``: ``n_times``; ``train``:
+        the recorded steps of :func:`recorded_steps`) and, for ``solve``, the ``M`` methods (2
+        for the isotropic depth-1 network, else 1): loss (M, T), beta (M, T, d, c) and
+        singular_values (M, T, min(d, c)); over ``T``: kernel_distance, delta_drift,
+        layer_drift (``depth > 1``) and, for ``train``, time; beta_star (d, c). With a data
+        file, ``d`` and ``c`` are the file's (:meth:`check` fills them in)."""
+        d, c, depth = int(values["d"]), int(values["c"]), int(values["depth"])
+        if action == "solve":
+            T = int(values["n_times"])
+            M = 2 if values["init"] == "isotropic" and depth == 1 else 1
+        else:
+            T = recorded_steps(int(values["steps"]), int(values["checkpoints"])).size
+            M = 1
+        per_time = M * (1 + d * c + min(d, c)) + 2 + (1 if depth > 1 else 0)
+        if action == "train":
+            per_time += 1
+        return 8.0 * (T * per_time + d * c)
 
     @classmethod
     def cost(cls, values: Any) -> float:
@@ -720,7 +747,7 @@ class Linear(Model):
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         d, c, depth = (int(batch[k]) for k in ("d", "c", "depth"))
         steps = int(batch["steps"])
-        record = np.unique(np.round(np.linspace(0, steps, int(batch["checkpoints"]))).astype(int))
+        record = recorded_steps(steps, int(batch["checkpoints"]))
         B, T = batch.size, record.size
         file = self._file(batch)
         datas = [make_data(batch.point(i), file) for i in range(B)]

@@ -194,6 +194,32 @@ class TwoLayer(Model):
         return (4.0 * n * d * h * values["steps"] + n_ck * per_ck) / 1e9
 
     @classmethod
+    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """Over the checkpoints (``n_ck`` of :func:`checkpoint_steps`), float64: the six
+        metrics (train_loss, test_loss, kernel_distance, hamming_distance, param_distance,
+        time), direction_change and preconditioner_drift, teacher_alignment (``data =
+        teacher``), partition_change, n_regions and output_sup (``d = 2``); ``alpha``; with the
+        teacher, teacher_W (k, d) and teacher_a (k); with ``save_params``, W (n_ck, h, d) and
+        a (n_ck, h); with ``save_surface`` (``d = 2``), the surface (n_ck, 720) in float64 and
+        its parity in int8. No output's shape depends on the number of samples, so the
+        ``npz`` data of a file are declared too."""
+        d, h, k = int(values["d"]), int(values["h"]), int(values["k"])
+        n_ck = len(checkpoint_steps(int(values["steps"]), int(values["n_checkpoints"]),
+                                    values.get("checkpoints")))
+        teacher = values["data"] == "teacher"
+        per_ck = 6 + 2 + (1 if teacher else 0) + (3 if d == 2 else 0)
+        floats = n_ck * per_ck + 1
+        if teacher:
+            floats += k * d + k
+        if values["save_params"]:
+            floats += n_ck * h * (d + 1)
+        surface = 0
+        if values["save_surface"] and d == 2:
+            floats += n_ck * geo.PARTITION_GRID
+            surface = n_ck * geo.PARTITION_GRID  # the int8 parity
+        return 8.0 * floats + surface
+
+    @classmethod
     def load_native(cls) -> None:
         kern.jit()  # numba's compiled loop and the BLAS its products call (SciPy's)
 
