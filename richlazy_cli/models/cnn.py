@@ -137,10 +137,21 @@ class CNN(Model):
         else:
             macs = 36e3 * math.prod(shape) / 64.0
             n_params = 2e4 * math.prod(shape) / 64.0
-        train = 6 * macs * n_train * values["epochs"]
+        train = 6 * macs * n_train * values["epochs"]  # forward and backward
         n_probe = values["probe_fraction"] * n_train
-        n_ck = 10 + len(DEFAULT_EPOCHS)
-        return (train + n_ck * 20 * n_probe**2 * n_params) / 1e9
+        spe = math.ceil(n_train / int(values["batch"]))
+        n_ck = checkpoint_steps(int(values["epochs"]), spe, int(values["first_steps"]),
+                                values.get("checkpoints")).size
+        n_test = 0.25 * n_train
+        # per checkpoint: the losses and accuracies, and the NTK's backward passes and Grams
+        metrics = 2 * macs * (n_train + n_test) + 20 * n_probe * (macs + n_probe * n_params)
+        return (train + n_ck * metrics) / 1e9
+
+    @classmethod
+    def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The same configuration for at most 2 epochs (the training cost is linear in the
+        epochs; the metrics are counted at the full run's number of checkpoints)."""
+        return {**values, "epochs": min(int(values["epochs"]), 2)}
 
     @classmethod
     def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:

@@ -160,6 +160,12 @@ class Grokking(Model):
         return 6.0 * 4 * b * per_token * values["steps"] / 1e9
 
     @classmethod
+    def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The same configuration for at most 300 steps, without stopping early (the cost is
+        linear in the steps; a run that stops early takes less than the estimate)."""
+        return {**values, "steps": min(int(values["steps"]), 300), "early_stop": False}
+
+    @classmethod
     def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
         """Four float64 curves (train_acc, val_acc, train_loss, val_loss) over the evaluated
         steps (:func:`eval_steps` of ``steps`` and ``eval_every``, or of one epoch's batches

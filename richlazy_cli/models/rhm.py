@@ -133,8 +133,19 @@ class RHM(Model):
     def cost(cls, values: Mapping[str, Any]) -> float:
         P = hierarchy.p_max(values["n_classes"], values["m"], values["s"], values["L"])
         w, d = values["width"], values["s"] ** values["L"] * values["v"]
-        flops = 6.0 * (d * w + (values["hidden_layers"] - 1) * w * w + w * values["n_classes"])
-        return flops * values["train_fraction"] * P * values["epochs"] / 1e9
+        macs = d * w + (values["hidden_layers"] - 1) * w * w + w * values["n_classes"]
+        epochs = int(values["epochs"])
+        trained = epochs if values["schedule"] != "cosine_clamped" else math.ceil(0.8 * epochs)
+        n_train = values["train_fraction"] * P
+        evaluations = checkpoint_epochs(epochs, int(values["n_checkpoints"])).size
+        train = 6.0 * macs * n_train * trained  # forward and backward
+        evaluate = 2.0 * macs * (n_train + values["test_size"]) * evaluations
+        return (train + evaluate) / 1e9
+
+    @classmethod
+    def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The same configuration for at most 5 epochs (the cost is linear in the epochs)."""
+        return {**values, "epochs": min(int(values["epochs"]), 5)}
 
     @classmethod
     def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
