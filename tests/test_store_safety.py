@@ -329,6 +329,34 @@ def test_diagonal_data_without_beta_star(tmp_path, cli) -> None:
         assert "nan_meaning" in ds["population_error"].attrs
 
 
+def test_linear_data_without_beta_star(tmp_path, cli) -> None:
+    """The same for ``linear``: a data file of X and y alone is a teacherless problem."""
+    data = tmp_path / "xy.npz"
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((20, 6))
+    np.savez(data, X=X, y=X @ np.ones((6, 1)))
+    out = tmp_path / "lin.h5"
+    result = cli("sweep", "solve", "linear", "-g", "delta=-1,0,1", "-p", f"data={data}",
+                 "-p", "h=1", "-p", "t_max=5", "-p", "n_times=5", "--jobs", "1", "-q", "-o", out)
+    assert result.code == 0, result.err
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        assert (ds["status"].values == 0).all()
+        assert np.isnan(ds["beta_star"].values).all()
+        assert "nan_meaning" in ds["beta_star"].attrs
+
+
+def test_diagonal_not_reaching_tol_is_not_a_divergence(tmp_path, cli) -> None:
+    """``time_to_tol`` is NaN when the loss stays above tol before t_max: still ok."""
+    out = tmp_path / "slow.h5"
+    result = cli("sweep", "solve", "diagonal", "-g", "alpha=0.1,1", "-p", "t_max=1", "-p",
+                 "n_time=5", "-p", "tol=1e-30", "--jobs", "1", "-q", "-o", out)
+    assert result.code == 0, result.err
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        assert (ds["status"].values == 0).all()
+        assert np.isnan(ds["time_to_tol"].values).all()
+        assert (ds["converged"].values == 0).all()
+
+
 # -- 7: unreadable attributes, a grid that disagrees, no status -----------------------------
 def _shards(cli, tmp_path: Path) -> tuple[Path, Path]:
     s1, s2 = tmp_path / "s1.h5", tmp_path / "s2.h5"

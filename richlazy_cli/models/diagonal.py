@@ -370,6 +370,12 @@ def record_steps(max_steps: int, n_record: int) -> np.ndarray:
     return np.concatenate([[0], steps])
 
 
+def _not_reached(item: xr.Variable) -> xr.Variable:
+    """``time_to_tol`` is NaN where the train MSE never reached tol: not a divergence."""
+    item.attrs["nan_meaning"] = "not reached: the train MSE stayed above tol"
+    return item
+
+
 @register
 class DiagonalModel(Model):
     """Diagonal linear network ``w = u₊∘v₊ − u₋∘v₋`` (docs/diagonal.md): flow, GD, Theorem 1
@@ -528,8 +534,8 @@ class DiagonalModel(Model):
         data = self._common(X, y, beta, sqrt_k, w)
         data.update({
             "train_loss": var(("point", "time"), loss, "train MSE (1/N)|Xw - y|^2"),
-            "time_to_tol": var(("point",), t_tol, "flow time at which the train MSE reaches tol",
-                               "time"),
+            "time_to_tol": _not_reached(var(("point",), t_tol, "flow time at which the train "
+                                            "MSE reaches tol", "time")),
             "converged": var(("point",), np.isfinite(t_tol).astype(np.int8),
                              "1 if the train MSE reached tol before t_max"),
             "nfev": var(("point",), nfev, "right-hand-side evaluations of the integrator"),
@@ -603,8 +609,10 @@ class DiagonalModel(Model):
             "train_loss": var(("point", "step"), loss, "train MSE (1/N)|Xw - y|^2"),
             "steps": var(("point",), steps, "GD steps taken (to tol, divergence or max_steps)",
                          "steps"),
-            "time_to_tol": var(("point",), np.where(converged, steps * lr[:, 0], np.nan),
-                               "steps x lr when the train MSE reached tol", "time"),
+            "time_to_tol": _not_reached(var(("point",), np.where(converged, steps * lr[:, 0],
+                                                                 np.nan),
+                                            "steps x lr when the train MSE reached tol",
+                                            "time")),
             "converged": var(("point",), converged.astype(np.int8),
                              "1 if the train MSE reached tol within max_steps"),
             "status": var(("point",), np.where(diverged, Status.DIVERGED, Status.OK)

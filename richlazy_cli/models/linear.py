@@ -461,6 +461,14 @@ def _flatten(Ws: list[np.ndarray], A: np.ndarray) -> np.ndarray:
     return np.concatenate([*(W.ravel() for W in Ws), A.ravel()])
 
 
+def _teacher_variable(teacher: np.ndarray) -> xr.Variable:
+    """β* over (point, dim, output); NaN where the data file holds none, which is not a
+    divergence."""
+    out = var(("point", "dim", "output"), teacher, "teacher β* (NaN if unknown)")
+    out.attrs["nan_meaning"] = "no teacher: the data file holds no beta_star"
+    return out
+
+
 @register
 class Linear(Model):
     """Wide and deep linear networks (docs/linear.md); see the module docstring."""
@@ -668,7 +676,7 @@ class Linear(Model):
             "time", times, {"long_name": "gradient-flow time", "units": "time"}, methods,
             loss, beta, sv, kd, ddrift, ldrift if depth > 1 else None, status,
         )
-        ds["beta_star"] = var(("point", "dim", "output"), teacher, "teacher β* (NaN if unknown)")
+        ds["beta_star"] = _teacher_variable(teacher)
         return ds
 
     @staticmethod
@@ -819,7 +827,7 @@ class Linear(Model):
         for i, dt in enumerate(datas):
             if dt.beta_star is not None:
                 teacher[i] = dt.beta_star
-        ds["beta_star"] = var(("point", "dim", "output"), teacher, "teacher β* (NaN if unknown)")
+        ds["beta_star"] = _teacher_variable(teacher)
         return ds
 
     # -- output -----------------------------------------------------------------------------
