@@ -139,9 +139,7 @@ class CNN(Model):
             n_params = 2e4 * math.prod(shape) / 64.0
         train = 6 * macs * n_train * values["epochs"]  # forward and backward
         n_probe = values["probe_fraction"] * n_train
-        spe = math.ceil(n_train / int(values["batch"]))
-        n_ck = checkpoint_steps(int(values["epochs"]), spe, int(values["first_steps"]),
-                                values.get("checkpoints")).size
+        n_ck = _checkpoints(values, int(n_train)).size
         n_test = 0.25 * n_train
         # per checkpoint: the losses and accuracies, and the NTK's backward passes and Grams
         metrics = 2 * macs * (n_train + n_test) + 20 * n_probe * (macs + n_probe * n_params)
@@ -149,8 +147,8 @@ class CNN(Model):
 
     @classmethod
     def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The same configuration for at most 2 epochs (the training cost is linear in the
-        epochs; the metrics are counted at the full run's number of checkpoints)."""
+        """The same configuration for at most 2 epochs (:meth:`cost` is linear in the epochs
+        and counts the metrics at the probe's own checkpoints)."""
         return {**values, "epochs": min(int(values["epochs"]), 2)}
 
     @classmethod
@@ -161,9 +159,7 @@ class CNN(Model):
         n_train = sources.TRAIN_SIZES.get(str(values["dataset"]))
         if n_train is None:
             return None
-        spe = math.ceil(n_train / int(values["batch"]))
-        n_ck = checkpoint_steps(int(values["epochs"]), spe, int(values["first_steps"]),
-                                values.get("checkpoints")).size
+        n_ck = _checkpoints(values, int(n_train)).size
         size = 8.0 * 9 * n_ck
         if values["save_filters"]:
             shape = sources.SAMPLE_SHAPES[str(values["dataset"])]
@@ -237,6 +233,12 @@ with torchenv.registering():
     register(CNN)
 
 
+def _checkpoints(v: Mapping[str, Any], n_train: int) -> np.ndarray:
+    """The checkpoint steps of a configuration on ``n_train`` training samples."""
+    spe = math.ceil(n_train / int(v["batch"]))
+    return checkpoint_steps(int(v["epochs"]), spe, int(v["first_steps"]), v.get("checkpoints"))
+
+
 def _iid_level(arch: str, first_kernel: int | None) -> float:
     """E R of an i.i.d. Gaussian first-layer filter (docs/cnn.md eq. (4))."""
     k = first_kernel or nets.FIRST_KERNEL[arch]
@@ -258,7 +260,7 @@ def _train_one(split: sources.DataSplit, v: Mapping[str, Any], p: Mapping[str, A
     bsz = int(v["batch"])
     spe = math.ceil(n_train / bsz)
     epochs = int(v["epochs"])
-    ck = checkpoint_steps(epochs, spe, int(v["first_steps"]), v.get("checkpoints"))
+    ck = _checkpoints(v, n_train)
     n_probe = max(1, round(float(v["probe_fraction"]) * n_train))
     probe = np.sort(rng(seed, "probe").choice(n_train, n_probe, replace=False))
 
