@@ -8,22 +8,16 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UNREADABLE, BadInput
+from ..errors import BadInput
+from ..userfiles import read_npz
 
 
 def load_npz(path: str) -> dict[str, np.ndarray]:
     """``X``, ``y``, ``X_test``, ``y_test`` (float64) from ``path``; the test set defaults to the
     training set. BadInput when the file cannot be read, a key is missing or a value is not
     finite."""
-    try:
-        with np.load(path) as npz:
-            arrays = {k: np.asarray(npz[k], dtype=np.float64) for k in npz.files}
-    except UNREADABLE as exc:  # any unreadable file is a bad input, with the reason
-        raise BadInput(f"parameter data_file: cannot read {path!r} as .npz ({exc})") from None
-    for key in ("X", "y"):
-        if key not in arrays:
-            raise BadInput(f"parameter data_file: {path!r} has no array {key!r} "
-                           f"(has: {', '.join(sorted(arrays)) or 'none'})")
+    # a regular file, headers checked before loading, only the four arrays read
+    arrays = read_npz(path, "parameter data_file", ("X", "y"), ("X_test", "y_test"))
     arrays.setdefault("X_test", arrays["X"])
     arrays.setdefault("y_test", arrays["y"])
     for key in ("X", "y", "X_test", "y_test"):

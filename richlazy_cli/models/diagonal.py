@@ -67,7 +67,8 @@ from scipy.integrate import solve_ivp
 from scipy.linalg import cho_factor, cho_solve
 from threadpoolctl import threadpool_limits
 
-from ..errors import UNREADABLE, BadInput, Status
+from ..errors import BadInput, Status
+from ..userfiles import read_npz
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
@@ -319,13 +320,8 @@ def solve_flow(
 
 
 def _load_data(path: str) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path) as npz:
-            arrays = {k: np.asarray(npz[k], dtype=float) for k in npz.files}
-    except UNREADABLE as exc:  # missing file, not a zip, an .npy array, pickled data, ...
-        raise BadInput(f"parameter data: cannot read {path!r} as .npz ({exc})") from None
-    if "X" not in arrays or "y" not in arrays:
-        raise BadInput(f"parameter data: {path!r} must hold arrays X (N×d) and y (N)")
+    # a regular file, headers checked before loading, only X, y and beta_star read
+    arrays = read_npz(path, "parameter data", ("X", "y"), ("beta_star",))
     X, y = arrays["X"], arrays["y"].reshape(-1)
     if X.ndim != 2 or X.shape[0] != y.size:
         raise BadInput(f"parameter data: X must be N×d and y of length N, got {X.shape}, {y.shape}")

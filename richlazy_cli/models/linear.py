@@ -117,6 +117,7 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
 from ..errors import BadInput
+from ..userfiles import read_npz
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
@@ -389,13 +390,8 @@ class Data:
 
 def load_npz(path: str) -> dict[str, np.ndarray]:
     """Read and validate a user data file (``X``, ``y``, optional ``beta_star``)."""
-    try:
-        with np.load(path) as f:
-            content = {k: np.asarray(f[k], dtype=float) for k in f.files}
-    except (OSError, ValueError) as exc:
-        raise BadInput(f"parameter data: cannot read {path!r} as .npz ({exc})") from None
-    if "X" not in content or "y" not in content:
-        raise BadInput(f"parameter data: {path!r} must hold arrays X and y")
+    # a regular file, headers checked before loading, only X, y and beta_star read
+    content = read_npz(path, "parameter data", ("X", "y"), ("beta_star",))
     X, y = content["X"], content["y"]
     if y.ndim == 1:
         y = y[:, None]
@@ -403,8 +399,9 @@ def load_npz(path: str) -> dict[str, np.ndarray]:
         raise BadInput(f"parameter data: X must be n×d and y n or n×c (got {X.shape}, {y.shape})")
     content["X"], content["y"] = X, y
     if "beta_star" in content:
-        bs = content["beta_star"].reshape(X.shape[1], -1) if content["beta_star"].ndim == 1 \
-            else content["beta_star"]
+        bs = content["beta_star"]
+        if bs.ndim == 1 and bs.size == X.shape[1] * y.shape[1]:
+            bs = bs.reshape(X.shape[1], -1)
         if bs.shape != (X.shape[1], y.shape[1]):
             raise BadInput(f"parameter data: beta_star must be d×c = {X.shape[1]}×{y.shape[1]}")
         content["beta_star"] = bs

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UNREADABLE, BadInput
+from ..errors import BadInput
 from ..models.base import rng
+from ..userfiles import read_npz as read_archive
 
 SOURCES = ("digits", "digits24", "mnist1d", "npz")
 SAMPLE_SHAPES = {"digits": (1, 8, 8), "digits24": (1, 24, 24), "mnist1d": (1, 40)}
@@ -133,8 +134,9 @@ def _inputs(X: np.ndarray, key: str, path: str) -> np.ndarray:
     if not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
         raise BadInput(f"data_file {path}: {key} must be a real numeric array")
     X = X.astype(np.float64)
-    if X.shape[0] == 0:
-        raise BadInput(f"data_file {path}: {key} holds no samples")
+    if X.shape[0] < (2 if key == "X" else 1):  # one training sample cannot be split or fit
+        raise BadInput(f"data_file {path}: {key} holds {X.shape[0]} sample(s); "
+                       f"at least {2 if key == 'X' else 1} needed")
     if not np.all(np.isfinite(X)):
         raise BadInput(f"data_file {path}: {key} holds NaN or infinite values")
     return _as_images(X, key, path)
@@ -144,18 +146,8 @@ def _inputs(X: np.ndarray, key: str, path: str) -> np.ndarray:
 def read_npz(path: str, mtime: float) -> tuple[np.ndarray, ...]:
     """(X, y, X_test, y_test) of a user's ``.npz`` file, validated (X_test and y_test may be
     None). Any problem is BadInput naming the file and what is wrong."""
-    if not os.path.isfile(path):
-        raise BadInput(f"data_file {path}: no such file")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except UNREADABLE as exc:
-        raise BadInput(f"data_file {path}: not a readable .npz file ({type(exc).__name__})"
-                       ) from None
-    missing = [k for k in ("X", "y") if k not in arrays]
-    if missing:
-        raise BadInput(f"data_file {path}: missing array(s) {', '.join(missing)} "
-                       f"(has {', '.join(sorted(arrays)) or 'none'})")
+    # a regular file, headers checked before loading, only the four arrays read
+    arrays = read_archive(path, "data_file", ("X", "y"), ("X_test", "y_test"), dtype=None)
     if ("X_test" in arrays) != ("y_test" in arrays):
         raise BadInput(f"data_file {path}: give both X_test and y_test, or neither")
     X = _inputs(arrays["X"], "X", path)
