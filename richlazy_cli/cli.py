@@ -12,6 +12,7 @@ finished chunks kept for ``--resume``).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import signal
@@ -41,6 +42,7 @@ from .cli_common import (
     on_interrupt,
     page_width,
     print_json,
+    print_json_error,
     report_interrupt,
     set_argv,
 )
@@ -96,15 +98,29 @@ def _root(
 
 
 def _default_output(model: str, action: str) -> Path:
+    """A new name under ``results/``, reserved by creating it empty with ``O_EXCL``: two
+    runs started in the same second never pick the same name (the run replaces the empty
+    file; :func:`_release_reservation` removes it when the run writes nothing)."""
     folder = Path("results")
     folder.mkdir(exist_ok=True)
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = folder / f"{model}-{action}-{stamp}.h5"
-    n = 1
-    while path.exists():
-        path = folder / f"{model}-{action}-{stamp}-{n}.h5"
-        n += 1
-    return path
+    for n in range(10_000):
+        path = folder / f"{model}-{action}-{stamp}{f'-{n}' if n else ''}.h5"
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise BadInput(f"cannot create {path} ({exc.strerror})") from None
+        return path
+    raise BadInput(f"no free result name for {model}-{action}-{stamp} in {folder}")
+
+
+def _release_reservation(path: Path) -> None:
+    """Remove the empty file :func:`_default_output` reserved, if it is still empty."""
+    with contextlib.suppress(OSError):
+        if path.stat().st_size == 0:
+            path.unlink()
 
 
 def _finish(outcome: Any, quiet: bool, as_json: bool, with_plan: bool = False) -> None:
@@ -117,7 +133,7 @@ def _finish(outcome: Any, quiet: bool, as_json: bool, with_plan: bool = False) -
                 "counts": outcome.counts,
                 "failures": outcome.failures,
                 "message": outcome.message,
-                **({"plan": _plan_json(outcome.plan)} if with_plan else {}),
+                **({"plan": _plan_json(outcome.plan)} if with_plan and outcome.plan else {}),
             }
         )
     elif outcome.failures and outcome.exit_code != ExitCode.INTERRUPTED:
@@ -201,9 +217,17 @@ def _single_command(action: Action, doc: str) -> Any:
         from .engine.run import RunOptions, execute
 
         job = prepare_single(action, Request(model=model, params=param or (), config=config))
-        out = output or _default_output(job.model.name, action)
-        opts = RunOptions(jobs=1, use_parts=False, force=force, quiet=True)
-        _finish(execute(job, out, opts, command_line()), quiet, as_json)
+        if output is not None:
+            opts = RunOptions(jobs=1, use_parts=False, force=force, quiet=True)
+            _finish(execute(job, output, opts, command_line()), quiet, as_json)
+            return
+        out = _default_output(job.model.name, action)  # reserved: the run replaces it
+        opts = RunOptions(jobs=1, use_parts=False, force=True, quiet=True)
+        try:
+            outcome = execute(job, out, opts, command_line())
+        finally:
+            _release_reservation(out)  # left only when nothing was written
+        _finish(outcome, quiet, as_json)
 
     command.__doc__ = doc
     return command
@@ -372,6 +396,7 @@ def report_cmd(
 # -- entry point ----------------------------------------------------------------------------
 def _error(message: str, code: int) -> int:
     print(f"richlazy: error: {message}", file=sys.stderr)
+    print_json_error(message, code)  # with --json, stdout answers too
     return code
 
 
@@ -382,6 +407,7 @@ def _sigterm(signum: int, frame: Any) -> None:
 
 def _interrupted() -> int:
     report_interrupt()
+    print_json_error("interrupted", ExitCode.INTERRUPTED)
     return int(ExitCode.INTERRUPTED)
 
 

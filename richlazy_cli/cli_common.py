@@ -47,9 +47,25 @@ def flag(*names: str, help: str) -> Any:
     return typer.Option(*names, help=help, metavar="")
 
 
+_json_state = {"printed": False}
+
+
 def print_json(value: Any) -> None:
     """One JSON object (or list) on stdout."""
     print(json.dumps(value, indent=1, allow_nan=False))
+    _json_state["printed"] = True
+
+
+def json_wanted() -> bool:
+    """Whether the command as typed asked for ``--json`` and has not printed its answer yet:
+    then a refusal or an interruption answers with a JSON object too."""
+    return "--json" in _argv and not _json_state["printed"]
+
+
+def print_json_error(message: str, code: int) -> None:
+    """The JSON answer of a command that ends without its own: ``{"error", "exit_code"}``."""
+    if json_wanted():
+        print_json({"path": None, "exit_code": int(code), "error": message})
 
 
 # -- shared option types --------------------------------------------------------------------
@@ -88,6 +104,7 @@ _argv: list[str] = []
 def set_argv(argv: list[str]) -> None:
     global _argv
     _argv = list(argv)
+    _json_state["printed"] = False
 
 
 def command_line() -> list[str]:

@@ -23,6 +23,11 @@ Safety:
   owner is a dead process *on this host* is taken over, and one from another host is reported
   with the instruction to remove it if that run is gone.
 * HDF5's own file locking (``HDF5_USE_FILE_LOCKING``) is unrelated and may stay off.
+* The lock file never follows a link: it is opened with ``O_NOFOLLOW`` (and ``O_NONBLOCK``,
+  so a FIFO cannot block), and written only once it is known to be a regular file with one
+  link. A symbolic link, a hard link to another file, a FIFO, a device or a folder under the
+  lock's name is refused with one line (exit 2) and left as it is: a link planted beside the
+  output can never have its target overwritten (docs/engine.md, "Hostile input").
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,12 +59,42 @@ def _owner() -> dict[str, Any]:
     return {"pid": os.getpid(), "host": socket.gethostname()}
 
 
+_OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
 def _read_owner(path: Path) -> dict[str, Any]:
+    """The owner recorded in a lock file; ``{}`` when it is unreadable or not a lock file."""
     try:
-        found = json.loads(path.read_text() or "{}")
+        fd = os.open(path, os.O_RDONLY | _OPEN_FLAGS)
+    except OSError:
+        return {}
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return {}
+        found = json.loads(os.pread(fd, 4096, 0) or b"{}")
     except (OSError, ValueError):
         return {}
+    finally:
+        os.close(fd)
     return found if isinstance(found, dict) else {}
+
+
+def _not_a_lock(path: Path, what: str) -> BadInput:
+    return BadInput(f"{path} is {what}, not a lock file of richlazy's; it is left as it is: "
+                    "remove it, or choose another output name")
+
+
+def _check_lock_file(path: Path, fd: int) -> None:
+    """BadInput unless the open ``fd`` is a regular file with one link (see the module doc)."""
+    info = os.fstat(fd)
+    if stat.S_ISFIFO(info.st_mode):
+        raise _not_a_lock(path, "a FIFO (named pipe)")
+    if stat.S_ISDIR(info.st_mode):
+        raise _not_a_lock(path, "a folder")
+    if not stat.S_ISREG(info.st_mode):
+        raise _not_a_lock(path, "a device or other special file")
+    if info.st_nlink != 1:
+        raise _not_a_lock(path, f"a hard link ({info.st_nlink} names for one file)")
 
 
 def _busy(out: Path, owner: dict[str, Any]) -> BadInput:
@@ -89,13 +125,22 @@ class OutputLock:
         check_name_length(self.out)
         while True:
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _OPEN_FLAGS, 0o666)
             except OSError as exc:
                 folder = self.path.parent
                 if not folder.is_dir():
                     raise BadInput(f"output folder {folder} does not exist") from None
+                if exc.errno == errno.ELOOP or self.path.is_symlink():
+                    raise _not_a_lock(self.path, "a symbolic link") from None
+                if exc.errno == errno.EISDIR:
+                    raise _not_a_lock(self.path, "a folder") from None
                 why = os_error_message(exc) or exc.strerror
                 raise BadInput(f"{self.path}: cannot create the lock file ({why})") from None
+            try:
+                _check_lock_file(self.path, fd)
+            except BaseException:
+                os.close(fd)
+                raise
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -108,7 +153,7 @@ class OutputLock:
                     return
                 raise
             try:
-                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+                same = os.fstat(fd).st_ino == os.lstat(self.path).st_ino
             except FileNotFoundError:
                 same = False
             if not same:  # removed (or replaced) by its previous holder meanwhile: again
@@ -131,7 +176,10 @@ class OutputLock:
         file is the probe of an ``flock`` attempt and is no lock.
         """
         with contextlib.suppress(FileNotFoundError):
-            if self.path.stat().st_size == 0:
+            info = self.path.lstat()
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+                raise _not_a_lock(self.path, "a link or special file")
+            if info.st_size == 0:
                 os.unlink(self.path)
         owner = _read_owner(self.path)
         if owner:
@@ -141,7 +189,13 @@ class OutputLock:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)  # a dead process of this host left it
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(_owner()))
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # never write through whatever is under the temporary name
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OPEN_FLAGS, 0o666)
+        try:
+            os.write(fd, json.dumps(_owner()).encode())
+        finally:
+            os.close(fd)
         try:
             os.link(tmp, self.path)
         except FileExistsError:

@@ -1,0 +1,180 @@
+"""Fault injection: hostile files, signals at the fork and during assembly, memory limits and
+concurrent starts (docs/engine.md, "Hostile input").
+
+Every case runs under a 10-second alarm (nothing may block), and asserts what the store
+promises: a canary file beside the output keeps its bytes, no exit 3, no traceback on stderr,
+``--json`` stdout parses. Signals are sent at fixed points through the test hook
+``RICHLAZY_TEST_PAUSE`` (engine/interrupts.py), not by timing luck.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .conftest import ROOT, CliResult, assert_one_line_error, run_process
+
+pytestmark = pytest.mark.faults
+
+CANARY = b"precious thesis\n"
+TOY = ["sweep", "solve", "toy", "-g", "slope=linspace(0,1,4)", "--jobs", "1", "-q"]
+
+
+CASE_SECONDS = 10.0
+"""The longest a case may take: in this process, or per richlazy process it starts (a case
+that starts processes sets ``budget``, the number of them times this, on its function)."""
+
+
+@pytest.fixture(autouse=True)
+def ten_seconds(request):
+    """Fail a case that takes more than its budget (a hang) instead of waiting for ever."""
+    budget = getattr(request.function, "budget", CASE_SECONDS)
+
+    def expire(signum, frame):
+        raise TimeoutError(f"the case took more than {budget:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, budget)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def processes(count: int):
+    """Give a case that starts ``count`` richlazy processes ``count`` times the budget."""
+
+    def mark(function):
+        function.budget = CASE_SECONDS * count
+        return function
+
+    return mark
+
+
+def canary(folder: Path) -> Path:
+    path = folder / "canary.txt"
+    path.write_bytes(CANARY)
+    return path
+
+
+def clean(result: CliResult) -> None:
+    """No internal error and no traceback, whatever the outcome."""
+    assert result.code != 3, result.err
+    assert "Traceback" not in result.err and "Exception ignored" not in result.err, result.err
+
+
+# -- 1. the lock file never follows a link -------------------------------------------------
+def _hostile_lock(kind: str, lock: Path, target: Path) -> None:
+    if kind == "symlink":
+        lock.symlink_to(target)
+    elif kind == "dangling":
+        lock.symlink_to(target.parent / "nowhere" / "x.txt")
+    elif kind == "outside":
+        lock.symlink_to(target)  # target lies in another folder
+    elif kind == "hardlink":
+        os.link(target, lock)
+    elif kind == "fifo":
+        os.mkfifo(lock)
+
+
+KINDS = ("symlink", "dangling", "outside", "hardlink", "fifo")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_sweep_never_writes_through_a_planted_lock(tmp_path, toy_env, cli, kind) -> None:
+    where = tmp_path / "elsewhere" if kind == "outside" else tmp_path
+    where.mkdir(exist_ok=True)
+    target = canary(where)
+    out = tmp_path / "o.h5"
+    _hostile_lock(kind, Path(f"{out}.lock"), target)
+    result = cli(*TOY, "-o", out)
+    assert_one_line_error(result)
+    assert "lock" in result.err
+    assert target.read_bytes() == CANARY
+    assert not out.exists()
+    assert not (where / "nowhere").exists()
+
+
+@pytest.mark.parametrize("kind", ("symlink", "hardlink", "fifo"))
+def test_solve_and_merge_never_write_through_a_planted_lock(tmp_path, toy_env, cli,
+                                                            kind) -> None:
+    target = canary(tmp_path)
+    out = tmp_path / "s.h5"
+    _hostile_lock(kind, Path(f"{out}.lock"), target)
+    result = cli("solve", "toy", "-o", out, "--json")
+    assert_one_line_error(result)
+    assert json.loads(result.out)["exit_code"] == 2
+    assert target.read_bytes() == CANARY
+    shard = tmp_path / "sh.h5"
+    assert cli(*TOY, "--shard", "1/1", "-o", shard).code == 0
+    merged = tmp_path / "m.h5"
+    _hostile_lock(kind, Path(f"{merged}.lock"), target)
+    result = cli("store", "merge", merged, shard)
+    assert_one_line_error(result)
+    assert target.read_bytes() == CANARY and not merged.exists()
+
+
+def test_lock_file_of_a_finished_run_is_gone_and_a_stale_regular_one_is_taken(
+        tmp_path, toy_env, cli) -> None:
+    out = tmp_path / "o.h5"
+    Path(f"{out}.lock").write_text('{"pid": 1, "host": "elsewhere"}')  # a dead run's
+    assert cli(*TOY, "-o", out).code == 0
+    assert out.exists() and not Path(f"{out}.lock").exists()
+
+
+# -- 8. concurrent starts, --json on every path ---------------------------------------------
+@processes(2)
+def test_concurrent_solves_without_output_never_share_a_name(tmp_path, toy_env) -> None:
+    from richlazy_cli.cli import _default_output
+
+    os.chdir(tmp_path)
+    try:
+        names = {_default_output("toy", "solve") for _ in range(5)}  # within one second
+        assert len(names) == 5 and all(p.stat().st_size == 0 for p in names)
+    finally:
+        os.chdir(ROOT)
+    command = [sys.executable, "-m", "richlazy_cli", "solve", "toy", "-p", "sleep=0.3"]
+    procs = [subprocess.Popen(command, cwd=tmp_path, env=toy_env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=CASE_SECONDS * 2) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    written = {o.strip() for o, _ in outs}
+    assert len(written) == 2 and all((tmp_path / w).stat().st_size > 0 for w in written)
+
+
+@pytest.mark.parametrize("args", [
+    ("sweep", "solve", "toy", "-g", "slope=linspace(0,1,3)", "-o", "{d}/nofolder/o.h5"),
+    ("sweep", "solve", "toy", "-g", "nothing=1,2", "-o", "{d}/o.h5"),
+    ("solve", "toy", "-p", "steps=0"),
+    ("solve", "nosuchmodel"),
+    ("sweep", "solve", "toy", "-g", "slope=linspace(0,1,3)", "--resume", "-o", "{d}/none.h5"),
+    ("store", "verify", "{d}/missing.h5"),
+    ("models", "nosuchmodel"),
+])
+def test_json_answers_on_every_refusal(tmp_path, toy_env, cli, args) -> None:
+    result = cli(*(a.format(d=tmp_path) for a in args), "--json")
+    clean(result)
+    assert result.code in (1, 2), result.err
+    answer = json.loads(result.out)
+    assert isinstance(answer, dict)
+    assert answer.get("exit_code", result.code) == result.code  # verify answers with "ok"
+
+
+def test_resume_json_on_a_complete_output_answers_and_exits_0(tmp_path, toy_env, cli) -> None:
+    out = tmp_path / "o.h5"
+    assert cli(*TOY, "-o", out).code == 0
+    before = out.read_bytes()
+    result = cli(*TOY, "-o", out, "--resume", "--json")
+    clean(result)
+    assert result.code == 0
+    assert json.loads(result.out)["exit_code"] == 0
+    assert out.read_bytes() == before
