@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import BadInput
 from ..models.params import jsonable
+from ..userfiles import open_regular
 
 _BLOCK = 1 << 20
 
@@ -31,7 +32,7 @@ def sha256_file(path: Path) -> tuple[int, str]:
     """``(size in bytes, hex SHA-256)`` of a file, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     size = 0
-    with open(path, "rb") as fh:
+    with open_regular(path, "input file") as fh:  # a FIFO or a device: BadInput, no block
         while block := fh.read(_BLOCK):
             digest.update(block)
             size += len(block)
@@ -94,7 +95,7 @@ def changed_inputs(recorded: Sequence[Mapping[str, Any]]) -> list[str]:
     for entry in recorded:
         try:
             size, digest = sha256_file(Path(entry["path"]))
-        except OSError:
+        except (OSError, BadInput):
             changed.append(f"{entry['path']} (gone)")
             continue
         if size != entry.get("size") or digest != entry.get("sha256"):

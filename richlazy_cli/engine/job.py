@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import BadInput
 from ..models.base import Model, get_model
+from ..userfiles import read_text
 from .footprint import DEFAULT_MAX_BYTES, human, parse_bytes, size_problem
 from .grid import (
     DEFAULT_MAX_POINTS,
@@ -167,14 +168,15 @@ class JobFile:
 def read_job_file(path: Path) -> JobFile:
     """Parse a job file; any problem is a one-line BadInput."""
     path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        raise BadInput(f"job file {path} does not exist")
+    text = read_text(path, "job file")  # a regular file: a FIFO or a folder is refused
     try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"job file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"job file {path} cannot be read: {exc}") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"job file {path} is not valid TOML: {exc}") from None
+    except RecursionError:  # thousands of nested arrays or tables
+        raise BadInput(f"job file {path} is not valid TOML: nested too deeply") from None
     unknown = set(data) - JOB_KEYS
     if unknown:
         raise BadInput(f"job file {path}: unknown key {sorted(unknown)[0]!r}")

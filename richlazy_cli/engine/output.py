@@ -250,6 +250,12 @@ def _checked_status(
     path: Path, ds: xr.Dataset, manifest: dict[str, Any], size: int
 ) -> np.ndarray:
     check_same_sweep(path, ds, manifest)
+    held = ds.attrs.get("shard") or None
+    if held != manifest.get("shard"):
+        what = f"shard {held}" if held else "the whole grid"
+        want = f"shard {manifest['shard']}" if manifest.get("shard") else "the whole grid"
+        raise BadInput(f"{path} holds {what}, not {want}; cannot resume (give each shard "
+                       "its own output, and merge them with 'richlazy store merge')")
     try:
         status = grid_status(ds)  # a shard file's other points are missing
     except BadInput as exc:

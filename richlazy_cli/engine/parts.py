@@ -45,6 +45,8 @@ from .store import WriteFailed, atomic_write, space_problem
 MANIFEST = "manifest.json"
 PART_MAGIC = b"RLPART1\n"
 PART_GLOB = "part-*.rlp"
+PART_NAME = re.compile(r"part-(\d{6,})\.rlp")
+"""The names richlazy gives parts; a folder holding any other name is not richlazy's."""
 IDENTITY = ("model", "action", "params", "grid", "shard", "fingerprint")
 """Manifest keys that must agree for a folder to continue a sweep."""
 _ALIGN = 64
@@ -136,10 +138,7 @@ def folder_state(path: Path) -> str:
     if path.is_symlink() or not path.is_dir():
         return "foreign"
     names = [entry.name for entry in os.scandir(path)]
-    ours = all(
-        _is_temporary(n) or n == MANIFEST or (n.startswith("part-") and n.endswith(".rlp"))
-        for n in names
-    )
+    ours = all(_is_temporary(n) or n == MANIFEST or PART_NAME.fullmatch(n) for n in names)
     if not ours:
         return "foreign"
     if MANIFEST in names:
@@ -259,13 +258,14 @@ class PartsFolder:
 
     # -- parts ----------------------------------------------------------------------------
     def _files(self) -> list[Path]:
-        return sorted(self.path.glob(PART_GLOB))
+        found = [p for p in self.path.glob(PART_GLOB) if PART_NAME.fullmatch(p.name)]
+        return sorted(found, key=lambda p: int(p.name[5:-4]))
 
     def _last_sequence(self) -> int:
         files = self._files()
         if not files:
             return 0
-        return max(int(f.stem.split("-")[1]) for f in files)
+        return int(files[-1].name[5:-4])
 
     def write(self, result: ChunkResult) -> Path:
         """Write one finished chunk atomically."""

@@ -50,6 +50,7 @@ import xarray as xr
 from .. import __version__
 from ..errors import UNREADABLE, BadInput, Status, point_counts
 from ..models.params import jsonable
+from ..userfiles import open_regular, regular_file
 from .chunk import _fill_value
 
 REQUIRED_ATTRS = (
@@ -403,10 +404,11 @@ def storage_error_line(exc: BaseException) -> str | None:
 
 # -- reading --------------------------------------------------------------------------------
 def is_hdf5(path: Path) -> bool:
+    """Whether ``path`` is a regular file that starts as HDF5 does (never blocks)."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path, "result file") as fh:
             return fh.read(8) == _HDF5_MAGIC
-    except OSError:
+    except (OSError, BadInput):
         return False
 
 
@@ -421,6 +423,7 @@ def open_result(path: Path, load: bool = True) -> xr.Dataset:
         raise BadInput(f"{path}: no such file")
     if path.is_dir():
         raise BadInput(f"{path} is a folder, not a result file")
+    regular_file(path, "result file")  # a FIFO or a device is refused before any open()
     if not is_hdf5(path):
         raise BadInput(f"{path} is not an HDF5 file")
     try:
