@@ -178,3 +178,140 @@ def test_resume_json_on_a_complete_output_answers_and_exits_0(tmp_path, toy_env,
     assert result.code == 0
     assert json.loads(result.out)["exit_code"] == 0
     assert out.read_bytes() == before
+
+
+# -- 4, 5. non-regular inputs never block; no exit 3 ---------------------------------------
+def test_fifo_inputs_are_refused_without_blocking(tmp_path, toy_env, cli) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    out = tmp_path / "o.h5"
+    for args in (
+        ("solve", "diagonal", "-p", f"data={fifo}", "-o", out),
+        ("solve", "linear", "-p", "data_kind=file", "-p", f"data={fifo}", "-o", out),
+        ("train", "two-layer", "-p", "data=npz", "-p", f"data_file={fifo}", "-p", "d=2",
+         "-o", out),
+        ("store", "show", fifo),
+        ("store", "merge", tmp_path / "m.h5", fifo),
+        ("sweep", "solve", "toy", "-c", fifo, "-o", out),
+        ("report", fifo, "-o", tmp_path / "rep"),
+    ):
+        result = cli(*args)
+        assert_one_line_error(result)
+        assert "FIFO" in result.err or "not an HDF5" in result.err, (args, result.err)
+    verify = cli("store", "verify", fifo)
+    clean(verify)
+    assert verify.code == 1 and "FIFO" in verify.err
+    assert not out.exists()
+
+
+def _savez(path: Path, **arrays) -> Path:
+    np.savez(path, **arrays)
+    return path
+
+
+def _huge_header(path: Path) -> Path:
+    """An .npz whose X declares 10^6 x 10^6 float64 (8 TB) in a 1 kB file."""
+    import zipfile
+
+    header = {"descr": "<f8", "fortran_order": False, "shape": (10**6, 10**6)}
+    with zipfile.ZipFile(path, "w") as archive:
+        with archive.open("X.npy", "w") as member:
+            np.lib.format.write_array_header_1_0(member, header)
+            member.write(b"\0" * 64)
+        with archive.open("y.npy", "w") as member:
+            np.lib.format.write_array(member, np.zeros(3))
+    return path
+
+
+@pytest.mark.parametrize("case", ("huge", "npy", "beta_star", "pickled", "text"))
+def test_bad_data_files_are_one_line(tmp_path, cli, case) -> None:
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((5, 3)), rng.standard_normal(5)
+    path = tmp_path / "d.npz"
+    if case == "huge":
+        _huge_header(path)
+    elif case == "npy":
+        path = tmp_path / "d.npy"
+        np.save(path, X)
+    elif case == "beta_star":
+        _savez(path, X=X, y=y, beta_star=np.ones(7))
+    elif case == "pickled":
+        np.savez(path, X=np.array([{"a": 1}] * 5, dtype=object), y=y)
+    else:
+        path.write_text("X,y\n1,2\n")
+    for args in (("solve", "diagonal", "-p", f"data={path}"),
+                 ("solve", "linear", "-p", "data_kind=file", "-p", f"data={path}")):
+        result = cli(*args, "-o", tmp_path / "o.h5")
+        assert_one_line_error(result)
+        assert not (tmp_path / "o.h5").exists()
+
+
+def test_only_the_needed_members_of_an_npz_are_read(tmp_path, monkeypatch) -> None:
+    from richlazy_cli.models.diagonal import _load_data
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "d.npz"
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:  # an unused member that declares 8 TB
+        for name, value in (("X", rng.standard_normal((5, 3))), ("y", np.ones(5))):
+            with archive.open(f"{name}.npy", "w") as member:
+                np.lib.format.write_array(member, value)
+        with archive.open("unused.npy", "w") as member:
+            np.lib.format.write_array_header_1_0(
+                member, {"descr": "<f8", "fortran_order": False, "shape": (10**12,)})
+    arrays = _load_data(str(path))
+    assert arrays["X"].shape == (5, 3) and set(arrays) == {"X", "y"}
+
+
+def test_odd_parts_names_nested_toml_and_other_shards_are_one_line(tmp_path, toy_env,
+                                                                   cli) -> None:
+    out = tmp_path / "o.h5"
+    parts = Path(f"{out}.parts")
+    grid = ["-g", "slope=linspace(0,1,4)", "-o", out]
+    first = cli("sweep", "solve", "toy", *grid, "--jobs", "1", "--chunk-size", "2", "-q")
+    assert first.code == 0
+    parts.mkdir()
+    (parts / "manifest.json").write_text("{}")
+    (parts / "part-abc.rlp").write_bytes(b"x")
+    result = cli("sweep", "solve", "toy", *grid, "--resume")
+    assert_one_line_error(result)
+    job = tmp_path / "deep.toml"
+    job.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
+    result = cli("sweep", "solve", "toy", "-c", job, "-o", tmp_path / "x.h5")
+    assert_one_line_error(result)
+    assert "nested" in result.err
+    shard = tmp_path / "s.h5"
+    assert cli(*TOY, "--shard", "1/2", "-o", shard).code == 0
+    result = cli(*TOY, "--shard", "2/2", "--resume", "-o", shard)
+    assert_one_line_error(result)
+    assert "shard 1/2" in result.err
+
+
+# -- 7. plugins ---------------------------------------------------------------------------
+EVIL = '''
+from richlazy_cli.models.base import register
+from tests.engine_models import Toy
+
+
+@register
+class Evil(Toy):
+    name = "../../evil"
+'''
+
+
+@pytest.mark.parametrize("body", ("import sys\nsys.exit(7)\n", "raise SystemExit(0)\n",
+                                  "raise BaseException('odd')\n", "1/0\n", "def (:\n", EVIL))
+def test_any_plugin_failure_is_one_line(tmp_path, cli, monkeypatch, body) -> None:
+    name = f"plugin_{abs(hash(body)) % 10**8}"
+    (tmp_path / f"{name}.py").write_text(body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(ROOT))
+    monkeypatch.setenv("RICHLAZY_MODELS", name)
+    for args in (("models",), ("models", "--json"), ("solve", "evil")):
+        result = cli(*args)
+        assert_one_line_error(result)
+        assert "RICHLAZY_MODELS" in result.err, result.err
+        if "--json" in args:
+            assert json.loads(result.out)["exit_code"] == 2
+    assert not list(tmp_path.parent.parent.glob("*evil*"))

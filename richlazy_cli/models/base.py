@@ -32,6 +32,7 @@ import importlib
 import importlib.util
 import os
 import pkgutil
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -241,6 +242,8 @@ class Model:
 
 
 # -- the contract ---------------------------------------------------------------------------
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+"""What a model's name may be: it becomes part of file names (``results/NAME-solve-*.h5``)."""
 _REQUIRED: tuple[tuple[str, type | tuple[type, ...]], ...] = (
     ("name", str),
     ("summary", str),
@@ -273,6 +276,9 @@ def check_contract(cls: type[Model]) -> None:
             refuse(f"the class attribute {attr!r} must be a {kind.__name__}")  # type: ignore[union-attr]
     if not cls.name.strip():
         refuse("the name is empty")
+    if not MODEL_NAME.fullmatch(cls.name):
+        refuse("the name must be letters, digits, '-' and '_', starting with a letter or "
+               "digit (it names files and folders: no path separators, no '..')")
     if not cls.actions:
         refuse("no action is listed")
     for action in cls.actions:
@@ -347,11 +353,13 @@ def _discover() -> None:
                 importlib.import_module(name.strip())
             except BadInput as exc:  # a model that breaks the contract (register)
                 raise BadInput(f"RICHLAZY_MODELS {name.strip()}: {exc}") from None
-            except Exception as exc:  # a syntax error or a failing import is the user's module
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 first = (str(exc).strip().splitlines() or [""])[0]
                 raise BadInput(
                     f"RICHLAZY_MODELS: cannot import {name.strip()!r} "
-                    f"({type(exc).__name__}: {first})"
+                    f"({type(exc).__name__}: {first or 'no message'})"
                 ) from None
 
 
