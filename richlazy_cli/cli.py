@@ -15,9 +15,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
-import signal
 import sys
-import threading
 import warnings
 from pathlib import Path
 from typing import Annotated, Any
@@ -46,6 +44,7 @@ from .cli_common import (
     report_interrupt,
     set_argv,
 )
+from .engine import interrupts
 from .engine.job import RUN_OPTIONS, Action, Backend
 from .errors import BadInput, ExitCode
 from .report.data import Reduction
@@ -400,12 +399,8 @@ def _error(message: str, code: int) -> int:
     return code
 
 
-def _sigterm(signum: int, frame: Any) -> None:
-    interrupted_by("SIGTERM")
-    raise KeyboardInterrupt("SIGTERM")
-
-
 def _interrupted() -> int:
+    interrupted_by(interrupts.pending() or "SIGINT")
     report_interrupt()
     print_json_error("interrupted", ExitCode.INTERRUPTED)
     return int(ExitCode.INTERRUPTED)
@@ -429,8 +424,7 @@ def _wide_help() -> None:
 
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code (never raises)."""
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _sigterm) if main_thread else None
+    previous = interrupts.install()  # SIGINT and SIGTERM: engine/interrupts.py
     set_argv(sys.argv[1:] if argv is None else argv)
     on_interrupt("nothing written")
     _wide_help()
@@ -444,8 +438,7 @@ def run(argv: list[str] | None = None) -> int:
                 warnings.simplefilter("ignore")
             return _main(argv, debug)
     finally:
-        if main_thread and previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        interrupts.restore(previous)
         if not debug:
             if saved_env is None:
                 os.environ.pop("PYTHONWARNINGS", None)

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -315,3 +316,151 @@ def test_any_plugin_failure_is_one_line(tmp_path, cli, monkeypatch, body) -> Non
         if "--json" in args:
             assert json.loads(result.out)["exit_code"] == 2
     assert not list(tmp_path.parent.parent.glob("*evil*"))
+
+
+# -- 2. no result mixes two inputs --------------------------------------------------------
+DIAG = ["sweep", "solve", "diagonal", "-g", "alpha=0.1,0.3,1,3", "-p", "t_max=50", "-p",
+        "n_time=5", "--jobs", "1", "--chunk-size", "1", "-q"]
+
+
+def _data(path: Path, seed: int) -> bytes:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((4, 12))
+    np.savez(path, X=X, y=X @ np.r_[1.0, 1.0, np.zeros(10)])
+    return path.read_bytes()
+
+
+def _at(point: str, marker: Path, action) -> threading.Thread:
+    """A thread that waits for the process to pause at ``point``, acts, and releases it."""
+
+    def run() -> None:
+        deadline = time.monotonic() + CASE_SECONDS
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        action()
+        marker.unlink()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _bytes_of(path: Path) -> dict[str, bytes]:
+    import xarray as xr
+
+    with xr.open_dataset(path, engine="h5netcdf") as ds:
+        return {k: ds[k].values.tobytes() for k in ds.data_vars if k != "elapsed"}
+
+
+def test_an_input_changed_mid_run_never_mixes_into_the_result(tmp_path, cli,
+                                                              monkeypatch) -> None:
+    data = tmp_path / "data.npz"
+    original = _data(data, 0)
+    clean_out = tmp_path / "clean.h5"
+    assert cli(*DIAG, "-p", f"data={data}", "-o", clean_out).code == 0
+    out = tmp_path / "o.h5"
+    marker = tmp_path / "paused"
+    monkeypatch.setenv("RICHLAZY_TEST_PAUSE", f"part:{marker}")
+    thread = _at("part", marker, lambda: _data(data, 1))  # relabelled after the first part
+    result = cli(*DIAG, "-p", f"data={data}", "-o", out)
+    thread.join()
+    monkeypatch.delenv("RICHLAZY_TEST_PAUSE")
+    assert_one_line_error(result)
+    assert "changed during the run" in result.err and not out.exists()
+    data.write_bytes(original)  # restored: the parts computed before the change are good
+    resumed = cli(*DIAG, "-p", f"data={data}", "-o", out, "--resume")
+    assert resumed.code == 0, resumed.err
+    assert _bytes_of(out) == _bytes_of(clean_out)
+
+
+# -- 6. signals at the fork, during assembly, and a killed parent --------------------------
+def _start(env: dict[str, str], out: Path, pause: str, *extra: str,
+           group: bool = False) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "richlazy_cli", *TOY, "--chunk-size", "2", "-o", str(out),
+         *extra],
+        env={**env, "RICHLAZY_TEST_PAUSE": pause}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=group)
+
+
+def _wait_marker(marker: Path, proc: subprocess.Popen) -> int:
+    deadline = time.monotonic() + CASE_SECONDS
+    while not marker.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"never paused: {proc.communicate()}")
+        time.sleep(0.01)
+    time.sleep(0.05)
+    return int(marker.read_text() or 0)
+
+
+def _one_interrupt_line(proc: subprocess.Popen) -> str:
+    out, err = proc.communicate(timeout=CASE_SECONDS)
+    assert proc.returncode == 130, (proc.returncode, err)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "interrupted (SIGTERM)" in lines[0], err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    return lines[0]
+
+
+@processes(2)
+@pytest.mark.parametrize("point,group", [("fork", False), ("fork", True),
+                                         ("assemble", False)])
+def test_sigterm_at_the_fork_or_during_assembly_is_one_line_and_resumable(
+        tmp_path, toy_env, point, group) -> None:
+    out, marker = tmp_path / "o.h5", tmp_path / "paused"
+    proc = _start(toy_env, out, f"{point}:{marker}", group=group)
+    _wait_marker(marker, proc)
+    if group:
+        os.killpg(proc.pid, signal.SIGTERM)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    marker.unlink()
+    line = _one_interrupt_line(proc)
+    assert "--resume" in line
+    assert not out.exists() and Path(f"{out}.parts").is_dir()
+    assert not Path(f"{out}.lock").exists()
+    done = run_process(*TOY, "--chunk-size", "2", "-o", out, "--resume", env=toy_env,
+                       timeout=CASE_SECONDS)
+    assert done.code == 0, done.err
+    assert out.exists() and not Path(f"{out}.parts").exists()
+
+
+@processes(2)
+def test_sigterm_at_the_fork_of_a_merge_is_one_line(tmp_path, toy_env, cli) -> None:
+    shard = tmp_path / "s.h5"
+    assert cli(*TOY, "--shard", "1/1", "-o", shard).code == 0
+    out, marker = tmp_path / "m.h5", tmp_path / "paused"
+    proc = subprocess.Popen([sys.executable, "-m", "richlazy_cli", "store", "merge", str(out),
+                             str(shard)], env={**toy_env, "RICHLAZY_TEST_PAUSE":
+                                               f"fork:{marker}"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_marker(marker, proc)
+    proc.send_signal(signal.SIGTERM)
+    marker.unlink()
+    _one_interrupt_line(proc)
+    assert not out.exists() and not list(tmp_path.glob(".m.h5.*"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@processes(2)
+def test_the_writer_dies_with_its_killed_parent(tmp_path, toy_env) -> None:
+    out, marker = tmp_path / "o.h5", tmp_path / "paused"
+    proc = _start(toy_env, out, f"writer:{marker}")
+    child = _wait_marker(marker, proc)
+    assert child != proc.pid and _alive(child)
+    proc.kill()
+    proc.wait(timeout=CASE_SECONDS)
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _alive(child), "the writer outlived its parent"
+    done = run_process(*TOY, "--chunk-size", "2", "-o", out, "--resume", env=toy_env,
+                       timeout=CASE_SECONDS)  # the lock is free again
+    assert done.code == 0, done.err

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,15 +29,85 @@ from ..userfiles import open_regular
 _BLOCK = 1 << 20
 
 
+Signature = tuple[int, int, int, int, int]
+"""``(device, inode, size, mtime_ns, ctime_ns)`` of a file: any write to it, or a file put
+in its place, changes it (the change time cannot be set back by a user)."""
+_SEEN: dict[str, tuple[Signature, str]] = {}
+"""The signature of every input file this process hashed, with the hash it had then."""
+
+
+def _signature(info: os.stat_result) -> Signature:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
 def sha256_file(path: Path) -> tuple[int, str]:
-    """``(size in bytes, hex SHA-256)`` of a file, read in 1 MiB blocks."""
+    """``(size in bytes, hex SHA-256)`` of a file, read in 1 MiB blocks.
+
+    The file's signature is remembered with the hash when it did not change while being
+    read, for :class:`InputGuard`.
+    """
     digest = hashlib.sha256()
     size = 0
     with open_regular(path, "input file") as fh:  # a FIFO or a device: BadInput, no block
+        before = _signature(os.fstat(fh.fileno()))
         while block := fh.read(_BLOCK):
             digest.update(block)
             size += len(block)
+        after = _signature(os.fstat(fh.fileno()))
+    if before == after:
+        _SEEN[str(path)] = (after, digest.hexdigest())
     return size, digest.hexdigest()
+
+
+class InputChanged(BadInput):
+    """An input file changed while a run was using it (the finished parts are kept)."""
+
+
+class InputGuard:
+    """Re-verifies a run's input files before each part is written (docs/engine.md).
+
+    A part is stamped with the sweep's fingerprint, which holds the inputs' hashes; the guard
+    makes that stamp true: before a part is written, each input file's signature
+    (:data:`Signature`) is compared with the one it had when it was hashed at the start, and a
+    file whose signature differs is hashed again. A changed file (other contents, or modified
+    meanwhile even if restored since: the chunk may have read either) stops the run with
+    :class:`InputChanged` before the part is written, so no part computed from other contents
+    ever carries the fingerprint, and a later ``--resume`` assembles only parts computed from
+    the recorded contents. Checking an unchanged file costs one ``stat``.
+    """
+
+    def __init__(self, recorded: Sequence[Mapping[str, Any]]) -> None:
+        self.entries = [[str(e["path"]), str(e.get("sha256")), _SEEN.get(str(e["path"]))]
+                        for e in recorded]
+
+    def check(self, kept: str) -> None:
+        """InputChanged when an input file is not as it was hashed; ``kept`` says what the
+        run keeps (for the message)."""
+        for entry in self.entries:
+            path, digest, seen = entry
+            try:
+                now = _signature(os.stat(path))
+            except OSError:
+                self._refuse(path, "it is gone", kept)
+            if seen is not None and seen[0] == now and seen[1] == digest:
+                continue
+            try:
+                _, current = sha256_file(Path(path))
+            except (OSError, BadInput):
+                self._refuse(path, "it is gone", kept)
+            if current != digest:
+                self._refuse(path, "its SHA-256 differs", kept)
+            if seen is not None:  # same contents now, but written to meanwhile
+                self._refuse(path, "written to: the same contents now, but a chunk computed "
+                             "meanwhile may have read others", kept)
+            entry[2] = _SEEN.get(path)  # hashed whole now: its signature is known
+
+    @staticmethod
+    def _refuse(path: str, what: str, kept: str) -> None:
+        raise InputChanged(
+            f"input file {path} changed during the run ({what}); {kept}: restore it and rerun with "
+            "--resume, or rerun with --force to start over with the new contents"
+        )
 
 
 def path_values(model: Any, base: Mapping[str, Any], grid: Any) -> list[tuple[str, str]]:

@@ -33,7 +33,7 @@ from .. import __version__
 from ..errors import BadInput
 from ..models.params import jsonable
 from .assemble import result_as_chunk
-from .fingerprint import check_inputs_unchanged, fingerprint, input_record
+from .fingerprint import InputGuard, fingerprint, input_record
 from .parts import PartsFolder, folder_state, parts_path, remove_folder, remove_stale
 from .store import (
     check_writable,
@@ -108,7 +108,9 @@ class StartingPoint:
 
     def finish(self, ds: xr.Dataset) -> None:
         """Write the final file and remove the parts folder (inputs checked first)."""
-        check_inputs_unchanged(self.manifest.get("inputs", []), "during the run")
+        kept = ("nothing written" if self.folder is None
+                else f"the parts computed before are kept in {self.folder.path}")
+        InputGuard(self.manifest.get("inputs", [])).check(kept)
         write_result(ds, self.out, force=True)
         if self.folder is not None:
             self.folder.remove()

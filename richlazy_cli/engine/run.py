@@ -37,8 +37,10 @@ from threadpoolctl import threadpool_limits
 from ..errors import BadInput, ExitCode, Status
 from ..models.base import Progress
 from ..models.params import jsonable
+from . import interrupts
 from .assemble import Assembler
 from .chunk import ChunkResult, ChunkTask, compute_chunk, load_native
+from .fingerprint import InputChanged, InputGuard
 from .footprint import OutputSize, case_sum, declared_size, overhead
 from .grid import Shard
 from .job import Backend, Job, RunOptions
@@ -356,16 +358,22 @@ class Collector:
     loses at most the chunk being written, which it would have lost anyway.
     """
 
-    def __init__(self, assembler: Assembler, folder: PartsFolder | None) -> None:
+    def __init__(self, assembler: Assembler, folder: PartsFolder | None,
+                 guard: InputGuard | None = None) -> None:
         self.assembler = assembler
         self.folder = folder
+        self.guard = guard
         self.pool: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=1)
         self.pending: Future[Any] | None = None
 
     def _take(self, result: ChunkResult) -> None:
+        if self.folder is not None and self.guard is not None:
+            # the inputs as they were hashed, or no part (InputChanged): docs/engine.md
+            self.guard.check(f"the parts written before are kept in {self.folder.path}")
         self.assembler.add(result)  # BadInput when results cannot form one grid
         if self.folder is not None:
             self.folder.write(result)
+            interrupts.pause_point("part")
 
     def add(self, result: ChunkResult) -> None:
         self._wait()
@@ -529,7 +537,7 @@ def _execute_locked(
     interrupted: KeyboardInterrupt | None = None
     stopped_early = False
     label = f"{job.model.name} {job.action}"
-    collector = Collector(assembler, folder)
+    collector = Collector(assembler, folder, InputGuard(start.manifest.get("inputs", [])))
     note = the_plan.note() if job.grid.dims else ""
     with Reporter(the_plan.pending, label, quiet=opts.quiet, note=note) as reporter:
         results = dispatch(job, the_plan, opts, reporter)
@@ -543,6 +551,9 @@ def _execute_locked(
             collector.finish()  # the last chunk's errors surface here
         except KeyboardInterrupt as exc:
             interrupted = exc
+        except InputChanged:  # the parts computed from the recorded inputs are kept
+            collector.finish()
+            raise
         except BadInput:  # e.g. a swept parameter changes a model dimension's length
             collector.finish()
             if folder is not None:
@@ -560,6 +571,7 @@ def _execute_locked(
             attrs = start.attrs(attrs)  # the original provenance, history, inputs
             if opts.shard:
                 attrs["shard"] = str(opts.shard)
+            interrupts.pause_point("assemble")
             ds = assembler.dataset(attrs)
             start.finish(ds)  # inputs unchanged, the final write, atomic removal of the parts
         except KeyboardInterrupt as exc:  # while assembling: the parts are still complete

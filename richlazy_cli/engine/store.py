@@ -35,6 +35,7 @@ import math
 import os
 import re
 import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -51,6 +52,7 @@ from .. import __version__
 from ..errors import UNREADABLE, BadInput, Status, point_counts
 from ..models.params import jsonable
 from ..userfiles import open_regular, regular_file
+from . import interrupts
 from .chunk import _fill_value
 
 REQUIRED_ATTRS = (
@@ -361,7 +363,7 @@ def _isolated(write: Any, tmp: Path) -> None:
         return
     read_end, write_end = os.pipe()
     try:
-        pid = os.fork()
+        pid = interrupts.fork_writer()  # signals blocked around fork() (engine/interrupts.py)
     except OSError:  # no memory to commit for a copy (strict overcommit): write here
         os.close(read_end)
         os.close(write_end)
@@ -371,6 +373,7 @@ def _isolated(write: Any, tmp: Path) -> None:
         code = 0
         try:
             os.close(read_end)
+            interrupts.pause_point("writer")
             write(tmp)
         except BaseException as exc:  # everything is reported to the parent
             code = 1
@@ -381,14 +384,21 @@ def _isolated(write: Any, tmp: Path) -> None:
         finally:
             os._exit(code)
     os.close(write_end)
-    chunks = []
     with os.fdopen(read_end, "rb") as fh:
-        chunks.append(fh.read())
-    _, status = os.waitpid(pid, 0)
+        try:
+            interrupts.unblock()  # a signal held back during fork() is raised here
+            report_bytes = fh.read()
+            _, status = os.waitpid(pid, 0)
+        except BaseException:  # interrupted: the writer must not outlive this run
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)
+            raise
     if os.waitstatus_to_exitcode(status) == 0:
         return
     try:
-        report = json.loads(b"".join(chunks) or b"{}")
+        report = json.loads(report_bytes or b"{}")
     except ValueError:
         report = {}
     message = report.get("message") or f"the writing process ended with status {status}"
