@@ -394,7 +394,7 @@ def _wait_marker(marker: Path, proc: subprocess.Popen) -> int:
 
 
 def _one_interrupt_line(proc: subprocess.Popen) -> str:
-    out, err = proc.communicate(timeout=CASE_SECONDS)
+    _out, err = proc.communicate(timeout=CASE_SECONDS)
     assert proc.returncode == 130, (proc.returncode, err)
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and "interrupted (SIGTERM)" in lines[0], err
@@ -464,3 +464,95 @@ def test_the_writer_dies_with_its_killed_parent(tmp_path, toy_env) -> None:
     done = run_process(*TOY, "--chunk-size", "2", "-o", out, "--resume", env=toy_env,
                        timeout=CASE_SECONDS)  # the lock is free again
     assert done.code == 0, done.err
+
+
+# -- 3. bounded memory --------------------------------------------------------------------
+@pytest.mark.parametrize("args", [
+    ("train", "grokking", "-p", "d_model=1000000", "-p", "n_heads=1"),
+    ("train", "rhm", "-p", "width=100000000"),
+])
+def test_runs_too_large_for_the_memory_are_refused_up_front(tmp_path, cli, args) -> None:
+    pytest.importorskip("torch")
+    out = tmp_path / "o.h5"
+    result = cli(*args, "-o", out)
+    assert_one_line_error(result)
+    assert "available" in result.err and not out.exists()
+    sweep = cli("sweep", *args, "-g", "seed=0,1", "--dry-run", "--json", "-o", out)
+    assert_one_line_error(sweep)
+    assert json.loads(sweep.out)["exit_code"] == 2
+
+
+def _limited(limit: int):
+    def apply() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
+
+
+def test_an_address_space_limit_is_the_memory_available(tmp_path) -> None:
+    """Under ``ulimit -v 3 GB``, grokking at p = 2000 with d_model = 1024 (whose evaluation
+    batches alone take about 5 GB) is refused up front, not killed by a MemoryError."""
+    pytest.importorskip("torch")
+    proc = subprocess.run(
+        [sys.executable, "-m", "richlazy_cli", "train", "grokking", "-p", "p=2000", "-p",
+         "d_model=1024", "-p", "steps=1", "-o", str(tmp_path / "o.h5")],
+        capture_output=True, text=True, timeout=CASE_SECONDS, preexec_fn=_limited(3 << 30),
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = CliResult(proc.returncode, proc.stdout, proc.stderr)
+    assert_one_line_error(result)
+    assert "available" in result.err
+
+
+MEASURE = """
+import json, sys
+import numpy as np
+from richlazy_cli.engine.chunk import ChunkTask, compute_chunk
+from richlazy_cli.models.grokking import Grokking
+
+def peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM"):
+            return int(line.split()[1]) * 1024
+
+def run(values):
+    v = Grokking.resolve("train", values)
+    compute_chunk(ChunkTask("grokking", "train", np.array([0]), [v], checked=True), v)
+    return v
+
+run({"p": 7, "d_model": 8, "n_heads": 2, "steps": 1})  # torch's own first-use memory
+before = peak()
+v = run({"p": 251, "d_model": 8, "n_heads": 2, "steps": 1})
+print(json.dumps({"grown": peak() - before, "declared": Grokking.working_bytes("train", v)}))
+"""
+
+
+@processes(2)  # one process, but torch's import and a training run
+def test_grokking_stays_within_its_declared_working_memory(tmp_path) -> None:
+    """p = 251: 63,001 pairs, evaluated in batches; the resident memory grows by less than
+    the declared working memory, which is within its stated factor of 2.5 of it."""
+    pytest.importorskip("torch")
+    proc = subprocess.run([sys.executable, "-c", MEASURE], capture_output=True, text=True,
+                          timeout=2 * CASE_SECONDS, env={**os.environ, "PYTHONPATH": str(ROOT),
+                                                     "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["grown"] <= found["declared"] <= 2.5 * found["grown"], found
+
+
+def test_grokking_evaluates_large_sets_in_batches_with_the_same_means() -> None:
+    torch = pytest.importorskip("torch")
+    from richlazy_cli.models import grokking
+
+    v = grokking.Grokking.resolve("train", {"p": 97, "d_model": 8, "n_heads": 2})
+    net = grokking.build(v, 1.0, 0)
+    inputs, labels = grokking.modular_data(97, "x+y")
+    A, b = torch.as_tensor(inputs), torch.as_tensor(labels)
+    with torch.no_grad():
+        whole = net(A, 1.0)
+        want_loss = float(torch.nn.functional.cross_entropy(whole.double(), b))
+        want_acc = float((whole.argmax(1) == b).double().mean())
+        loss, acc = grokking.evaluate(net, A, b, 1.0)  # 9,409 pairs: two batches
+    assert b.shape[0] > grokking.EVAL_ROWS
+    assert loss == pytest.approx(want_loss, rel=1e-5) and acc == want_acc

@@ -12,7 +12,12 @@ run's first chunk, before the grid's arrays are allocated).
 The estimate is compared with a limit, :data:`DEFAULT_MAX_BYTES` unless ``--max-bytes`` (or
 ``max_bytes`` in a job file's ``[run]`` table) sets another, and a result above it is
 refused with one line (exit 2) before anything is written. A result must also fit in the
-machine's memory, where it is assembled; shards (``--shard K/N``) hold a share each.
+memory available (``MemAvailable``, or less under ``ulimit -v``), where it is assembled;
+shards (``--shard K/N``) hold a share each. A model that declares the working memory of one
+configuration (:meth:`.Model.working_bytes`) has it checked too: the result plus one
+configuration's working memory per worker must fit (:func:`check_memory`), so that a run
+too large for the machine is one line before it starts, not a MemoryError or the kernel's
+OOM killer hours later.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import numpy as np
 
 from ..errors import BadInput
 from ..models.base import Model
+from ..userfiles import available_memory
 from .validate import CaseTree, TooManyCases
 
 DEFAULT_MAX_BYTES = 10**10
@@ -109,10 +115,10 @@ class OutputSize:
                 f"{what}, more than the limit of {human(limit)}; raise it with --max-bytes "
                 "(or max_bytes in [run]), or split the grid into shards (--shard K/N)"
             )
-        memory = physical_memory() if memory is None else memory
+        memory = available_memory() if memory is None else memory
         if memory and self.total > memory:
             raise BadInput(
-                f"{what} in memory, more than this machine's {human(memory)}; "
+                f"{what} in memory, more than the {human(memory)} available; "
                 "split the grid into shards (--shard K/N) or sweeps"
             )
 
@@ -123,6 +129,50 @@ def physical_memory() -> int:
         return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
         return 0
+
+
+def declared_working(job: Any) -> tuple[float, int] | None:
+    """The largest working memory of one configuration over the grid (declared by the model,
+    :meth:`.Model.working_bytes`) and a point where it is reached, or None when the model
+    declares none."""
+    model, action = job.model, job.action
+    if getattr(model.working_bytes, "__func__", None) is Model.working_bytes.__func__:
+        return None
+
+    def run(values: Any) -> float:
+        model.check(action, values)
+        declared = model.working_bytes(action, values)
+        if declared is None:
+            raise _Undeclared
+        return -float(declared)
+
+    try:
+        _, at = case_sum(job, None, run)  # the smallest negative: the largest working memory
+    except _Undeclared:
+        return None
+    return -run(_values(job, at)), at
+
+
+def check_memory(job: Any, result: OutputSize | None, workers: int,
+                 memory: int | None = None) -> None:
+    """BadInput when the result plus ``workers`` times the model's declared working memory
+    of one configuration exceed the memory available (:func:`.userfiles.available_memory`,
+    or ``memory``)."""
+    working = declared_working(job)
+    if working is None:
+        return
+    per_worker, at = working
+    total = (result.total if result is not None else 0.0) + workers * per_worker
+    memory = available_memory() if memory is None else memory
+    if memory and total > memory:
+        where = (", ".join(f"{k}={v}" for k, v in job.grid.label(at).items())
+                 if job.grid.dims else "the configuration")
+        raise BadInput(
+            f"the run needs about {human(total)} of memory ({human(per_worker)} working memory "
+            f"per configuration, declared by model {job.model.name} for {where}, x {workers} "
+            f"worker(s), plus the result), more than the {human(memory)} available; use "
+            "smaller sizes, fewer workers (--jobs), or a machine with more memory"
+        )
 
 
 def overhead(sharded: bool) -> int:

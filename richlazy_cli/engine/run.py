@@ -41,7 +41,7 @@ from . import interrupts
 from .assemble import Assembler
 from .chunk import ChunkResult, ChunkTask, compute_chunk, load_native
 from .fingerprint import InputChanged, InputGuard
-from .footprint import OutputSize, case_sum, declared_size, overhead
+from .footprint import OutputSize, case_sum, check_memory, declared_size, overhead
 from .grid import Shard
 from .job import Backend, Job, RunOptions
 from .lock import output_lock
@@ -475,6 +475,14 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
     return Estimate(probe * scale / plan.workers, probe, 1, plan.workers, probe_bytes)
 
 
+def _workers(job: Job, opts: RunOptions, size: int) -> int:
+    """The workers a run of this shard will start at most (as :func:`make_plan` counts)."""
+    selected = len(opts.shard.select(size)) if opts.shard else size
+    limit = job.model.max_workers(job.recorded)
+    jobs = opts.jobs or (min(default_jobs(), limit) if limit else default_jobs())
+    return max(1, min(jobs, selected, limit or jobs))
+
+
 def _interrupted(exc: KeyboardInterrupt) -> str:
     """The signal that stopped the run: SIGTERM when the CLI's handler says so, else SIGINT."""
     return str(exc) if str(exc).startswith("SIG") else "SIGINT"
@@ -502,6 +510,8 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
     output_size = declared_size(job, opts.shard)
     if output_size is not None:
         output_size.check(opts.max_bytes)
+    # with the working memory the model declares, per worker, against the memory available
+    check_memory(job, output_size, _workers(job, opts, size))
     if opts.dry_run:
         status = previous_status(out, man, size) if opts.resume else None
         the_plan = make_plan(job, opts, status)

@@ -214,6 +214,16 @@ class Model:
         return None
 
     @classmethod
+    def working_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """The peak bytes computing one configuration like ``values`` takes besides its
+        outputs (parameters, optimiser state, activations, data), from the parameters, or
+        None when the model does not declare them (the default). The engine adds it once per
+        worker to the result's bytes and refuses, before anything runs, a run that would not
+        fit in the memory available (engine/footprint.py). A model states the margin of its
+        estimate in its docstring."""
+        return None
+
+    @classmethod
     def max_workers(cls, values: Mapping[str, Any]) -> int | None:
         """The most workers that can compute configurations like ``values`` at once on one
         machine, or None for no limit (the default). A model that computes on a GPU returns

@@ -45,6 +45,11 @@ SEQ_POSITIONS = 5
 WARMUP_STEPS = 9
 WARMUP_START = 0.1
 BETAS = (0.9, 0.98)
+EVAL_ROWS = 8192
+"""Pairs evaluated at once in a full-set evaluation: it bounds the evaluation's memory (at
+p = 2000 the training set holds two million pairs, whose logits alone would take 16 GB).
+A set of at most this many pairs is evaluated in one call, as before; a larger one in
+batches whose summed losses and counts give the same means up to rounding."""
 
 
 def is_prime(n: int) -> bool:
@@ -178,6 +183,27 @@ class Grokking(Model):
             n_train / batch_size(int(values["batch"]), p, op))
         n_eval = eval_steps(int(values["steps"]), every).size
         return 8.0 * (4 * n_eval + 2) + 2
+
+    @classmethod
+    def working_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """Peak memory of one configuration: the parameters with their gradients and AdamW's
+        two moments (4 copies of ``n_layers·(12·d² + 13·d) + 2·(p+2)·d + 5·d`` values), a
+        training batch's activations kept for the backward pass (4 positions, about
+        ``17·d`` values per layer and position, and the logits), one evaluation batch of
+        :data:`EVAL_ROWS` pairs, and the data (the pairs and their split, 90 bytes per
+        pair). An upper bound within a factor of 2.5 of the measured growth of the resident
+        memory (tests/test_faults.py); the interpreter and torch themselves (about 400 MB
+        per process) are not counted."""
+        s = 4 if values.get("dtype", "float32") == "float32" else 8
+        d, p, L = int(values["d_model"]), int(values["p"]), int(values["n_layers"])
+        V, h = p + 2, int(values["n_heads"])
+        N = n_pairs(p, str(values["op"]))
+        params = L * (12 * d * d + 13 * d) + 2 * V * d + 5 * d
+        per_row = 4 * L * (17 * d + 8 * h) + 3 * V
+        rows = batch_size(int(values["batch"]), p, str(values["op"]))
+        evaluated = min(N, EVAL_ROWS)
+        return float(4 * params * s + 2 * rows * per_row * s + 2 * evaluated * per_row * s
+                     + 90 * N)
 
     # ------------------------------------------------------------------------------------------
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
@@ -366,6 +392,24 @@ def optimizer(net: Any, lr: float, tau: float, weight_decay: float) -> tuple[Any
     return opt, sched
 
 
+def evaluate(net: Any, A: Any, b: Any, tau: float) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of ``net`` on the pairs ``A`` with labels ``b``, in
+    batches of :data:`EVAL_ROWS` pairs (call under ``torch.no_grad()``)."""
+    import torch.nn.functional as F
+
+    n = int(b.shape[0])
+    if n <= EVAL_ROWS:
+        logits = net(A, tau)
+        return float(F.cross_entropy(logits, b)), float((logits.argmax(1) == b).double().mean())
+    loss, correct = 0.0, 0
+    for start in range(0, n, EVAL_ROWS):
+        logits = net(A[start:start + EVAL_ROWS], tau)
+        part = b[start:start + EVAL_ROWS]
+        loss += float(F.cross_entropy(logits, part, reduction="sum"))
+        correct += int((logits.argmax(1) == part).sum())
+    return loss / n, correct / n
+
+
 class _Run:
     """One configuration: its network, optimiser and batch order."""
 
@@ -395,9 +439,7 @@ class _Run:
         def record(j: int) -> bool:
             with torch.no_grad():
                 for tag, A, b in (("train", X, y), ("val", Xv, yv)):
-                    logits = net(A, tau)
-                    out[f"{tag}_loss"][j] = float(F.cross_entropy(logits, b))
-                    out[f"{tag}_acc"][j] = float((logits.argmax(1) == b).double().mean())
+                    out[f"{tag}_loss"][j], out[f"{tag}_acc"][j] = evaluate(net, A, b, tau)
             return math.isfinite(out["train_loss"][j])
 
         def reached(j: int) -> bool:

@@ -154,6 +154,26 @@ class RHM(Model):
         n_ck = checkpoint_epochs(int(values["epochs"]), int(values["n_checkpoints"])).size
         return 8.0 * (3 * n_ck + 2)
 
+    @classmethod
+    def working_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """Peak memory of one configuration: the network's ``d·w + (H-1)·w² + w·n_c``
+        weights (and biases) four times (weights, gradients, momentum, the initial copy),
+        the enumerated inputs (``P_max`` strings of ``s^L`` int64 symbols with labels), the
+        one-hot training and test sets (``(n_train + test_size)·d`` values) and the
+        activations of a full-set evaluation (``(n_train + test_size)·(2·H·w + n_c)``
+        values), with ``d = s^L·v`` (docs/rhm.md). An upper bound on one configuration; a
+        chunk trains configurations of equal training-set size stacked, which adds their
+        weights. The interpreter and torch themselves are not counted."""
+        itemsize = 4 if values.get("dtype", "float32") == "float32" else 8
+        L, s, nv = int(values["L"]), int(values["s"]), int(values["v"])
+        w, H, n_c = int(values["width"]), int(values["hidden_layers"]), int(values["n_classes"])
+        d = s**L * nv
+        P = hierarchy.p_max(n_c, int(values["m"]), s, L)
+        rows = math.floor(float(values["train_fraction"]) * P) + int(values["test_size"])
+        weights = d * w + (H - 1) * w * w + w * n_c + H * w + n_c
+        values_held = 4 * weights + rows * d + rows * (2 * H * w + n_c)
+        return float(values_held * itemsize + P * (s**L + 1) * 8)
+
     # ------------------------------------------------------------------------------------------
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         v = batch.values
