@@ -207,9 +207,20 @@ def test_swept_parameter_that_moves_a_model_coordinate(tmp_path, cli) -> None:
         )
 
 
-def test_swept_parameter_that_changes_a_dimension_length_is_refused(tmp_path, cli) -> None:
+def test_swept_parameter_that_changes_a_dimension_length_is_padded(tmp_path, cli) -> None:
+    """n_times = 11, 21: every variable over time is laid out at 21 times, NaN beyond a
+    point's own, with a ``padding`` attribute; the times are kept per point in time_values
+    (docs/engine.md, "Grids that change an output's shape")."""
     out = tmp_path / "nt.h5"
-    result = cli("sweep", "solve", "single-neuron", "-g", "n_times=11,21", "-o", out)
-    assert_one_line_error(result)
-    assert "changes length" in result.err
-    assert list(tmp_path.iterdir()) == []  # neither the file nor its parts folder
+    result = cli("sweep", "solve", "single-neuron", "-g", "n_times=11,21", "--jobs", "1",
+                 "-q", "-o", out)
+    assert result.code == 0, result.err
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        loss = ds["loss"]
+        assert loss.sizes["time"] == 21 and "time" in loss.attrs["padding"]
+        assert np.isnan(loss.sel(n_times=11).values[..., 11:]).all()
+        assert np.isfinite(loss.sel(n_times=11).values[..., :11]).all()
+        assert np.isfinite(loss.sel(n_times=21).values).all()
+        times = ds["time_values"].sel(n_times=11).values
+        assert np.isnan(times[11:]).all() and np.isfinite(times[:11]).all()
+    assert cli("store", "verify", out).code == 0

@@ -556,3 +556,34 @@ def test_grokking_evaluates_large_sets_in_batches_with_the_same_means() -> None:
         loss, acc = grokking.evaluate(net, A, b, 1.0)  # 9,409 pairs: two batches
     assert b.shape[0] > grokking.EVAL_ROWS
     assert loss == pytest.approx(want_loss, rel=1e-5) and acc == want_acc
+
+
+# -- 8. grids that change an output's shape ------------------------------------------------
+TWO_LAYER = ["train", "two-layer", "-p", "steps=4", "-p", "n_checkpoints=3", "--jobs", "1",
+             "-q"]
+
+
+@processes(2)  # five small sweeps in this process
+def test_a_sweep_over_d_pads_and_merges(tmp_path, cli) -> None:
+    import xarray as xr
+
+    whole = tmp_path / "d.h5"
+    grid = ["-g", "d=3,5", "-g", "seed=0,1"]
+    dry = cli("sweep", *TWO_LAYER, *grid, "--dry-run", "-o", whole)
+    assert dry.code == 0, dry.err
+    assert cli("sweep", *TWO_LAYER, *grid, "-o", whole).code == 0
+    shards = [tmp_path / f"s{k}.h5" for k in (1, 2)]
+    for k, shard in enumerate(shards, 1):  # shard 1: d = 3 only; shard 2: d = 5 only
+        assert cli("sweep", *TWO_LAYER, *grid, "--shard", f"{k}/2", "-o", shard).code == 0
+    merged = tmp_path / "m.h5"
+    assert cli("store", "merge", merged, *shards).code == 0
+    with xr.open_dataset(whole, engine="h5netcdf") as a, \
+            xr.open_dataset(merged, engine="h5netcdf") as b:
+        W = a["teacher_W"]
+        assert W.sizes["dim"] == 5 and "dim" in W.attrs["padding"]
+        assert np.isnan(W.sel(d=3).values[..., 3:]).all()
+        assert np.isfinite(W.sel(d=3).values[..., :3]).all()
+        for name in a.data_vars:
+            if name != "elapsed":
+                np.testing.assert_array_equal(a[name].values, b[name].values)
+    assert cli("store", "verify", whole).code == 0

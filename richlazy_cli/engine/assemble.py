@@ -7,6 +7,14 @@ hold NaN (integers -1). A model coordinate that differs between grid points (bec
 on a gridded parameter, e.g. ``time`` when ``t_max`` is swept) becomes an integer index, and
 its values are kept in a variable ``<dim>_values`` over the grid dimensions and that dimension.
 
+A swept parameter may change the length of a model dimension (two-layer's input dimension
+``d``, a number of output times): each such variable is laid out at the largest length over
+the grid, a point's values fill its own length and the rest holds the fill value (NaN,
+integers -1), and the variable's ``padding`` attribute names the dimensions padded so
+(docs/engine.md, "Grids that change an output's shape"). A coordinate of such a dimension
+keeps the longest values when the shorter ones are its beginning, and becomes an index with
+``<dim>_values`` otherwise. A change in the number of a variable's dimensions is refused.
+
 The whole result is held in memory once. Before the first chunk's arrays are allocated over the
 grid, their size (the chunk's bytes per point times the points) is compared with the limit on
 a result's bytes and with the machine's physical memory (:mod:`.footprint`), and a result
@@ -75,6 +83,7 @@ class Assembler:
         self.var_attrs: dict[str, dict[str, Any]] = {}
         self.coords: dict[str, xr.Variable] = {}
         self.point_coords: dict[str, np.ndarray] = {}  # dim -> (size, n) values per point
+        self.padded: dict[str, set[str]] = {}  # variable -> dimensions padded to the longest
         self.ds_attrs: dict[str, Any] = {}
 
     # -- collecting -----------------------------------------------------------------------
@@ -129,13 +138,24 @@ class Assembler:
                 self.var_dims[name] = tuple(item.dims[1:])
                 self.var_attrs[name] = dict(item.attrs)
             target = self.arrays[name]
-            if target.shape[1:] != item.shape[1:]:
-                raise BadInput(
-                    f"variable {name} changes shape between grid points "
-                    f"({target.shape[1:]} vs {item.shape[1:]}); "
-                    "grid over a parameter that sets a model dimension in separate sweeps"
-                )
-            target[idx] = item.values
+            values = item.values
+            if target.shape[1:] != values.shape[1:]:
+                if target.ndim != values.ndim:
+                    raise BadInput(
+                        f"variable {name} changes its number of dimensions between grid points "
+                        f"({target.shape[1:]} vs {values.shape[1:]}); grid over that parameter "
+                        "in separate sweeps"
+                    )
+                dims = self.var_dims[name]
+                self.padded.setdefault(name, set()).update(
+                    d for d, a, b in zip(dims, target.shape[1:], values.shape[1:], strict=True)
+                    if a != b)
+                longest = tuple(max(a, b) for a, b in zip(target.shape[1:], values.shape[1:],
+                                                          strict=True))
+                if longest != target.shape[1:]:
+                    target = self.arrays[name] = _padded(target, longest)
+                values = _padded(values, longest)
+            target[idx] = values
         self.has_data[idx] = True
 
     def _check_first(self, data: xr.Dataset) -> None:
@@ -162,11 +182,16 @@ class Assembler:
         same = known.shape == var.shape and np.array_equal(known.values, var.values)
         if same and name not in self.point_coords:
             return
-        if known.ndim != 1 or known.shape != var.shape:
+        if known.ndim != 1 or var.ndim != 1:
             raise BadInput(
-                f"model dimension {name} changes length between grid points; "
-                "grid over the parameter that sets it in separate sweeps"
+                f"model dimension {name} changes between grid points in a way that cannot be "
+                "laid out over the grid; grid over the parameter that sets it in separate sweeps"
             )
+        if name not in self.point_coords and known.shape != var.shape:
+            longer, shorter = (known, var) if known.shape[0] > var.shape[0] else (var, known)
+            if np.array_equal(longer.values[: shorter.shape[0]], shorter.values):
+                self.coords[name] = longer  # the shorter coordinates are its beginning
+                return
         values = self.point_coords.get(name)
         if values is None:  # first difference: earlier points all had `known`
             kind = known.dtype if known.dtype.kind in "fc" else object
@@ -175,7 +200,13 @@ class Assembler:
                 values[:] = ""
             values[self.status != Status.MISSING] = known.values
             self.point_coords[name] = values
-        values[idx] = var.values
+        longest = max(values.shape[1], var.shape[0])
+        if longest > values.shape[1]:
+            values = self.point_coords[name] = _padded(values, (longest,))
+        values[idx] = _padded(np.asarray(var.values)[None], (longest,))[0]
+        if var.shape[0] > self.coords[name].shape[0]:
+            self.coords[name] = var
+
 
     # -- output ---------------------------------------------------------------------------
     def dataset(self, attrs: dict[str, Any]) -> xr.Dataset:
@@ -204,7 +235,7 @@ class Assembler:
             )
         for name, var in self.coords.items():
             if name in self.point_coords:
-                n = var.shape[0]
+                n = self.point_coords[name].shape[1]
                 coords[name] = xr.Variable(
                     (name,), np.arange(n), {"long_name": f"index along {name}"}
                 )
@@ -217,7 +248,12 @@ class Assembler:
             if fill:  # points not computed, or whose whole chunk failed
                 arr[missing] = _fill_value(arr.dtype)
             dims = point_dims + self.var_dims[name]
-            data_vars[name] = xr.Variable(dims, over_points(arr), self.var_attrs[name])
+            var_attrs = dict(self.var_attrs[name])
+            if self.padded.get(name):
+                var_attrs["padding"] = (
+                    f"{_fill_value(arr.dtype)} beyond each point's own length along "
+                    f"{', '.join(sorted(self.padded[name]))} (set by a swept parameter)")
+            data_vars[name] = xr.Variable(dims, over_points(arr), var_attrs)
         for name, values in self.point_coords.items():
             var = self.coords[name]
             data_vars[f"{name}_values"] = xr.Variable(
@@ -255,6 +291,19 @@ class Assembler:
 
     def failures(self) -> list[dict[str, Any]]:
         return [e for e in self.error_list() if e["status"] in (1, 2)]
+
+
+def _padded(values: np.ndarray, trailing: tuple[int, ...]) -> np.ndarray:
+    """``values`` (points first) with its trailing axes extended to ``trailing``, the new
+    entries holding the fill value of its dtype (NaN, integers -1)."""
+    if values.shape[1:] == trailing:
+        return values
+    kind = values.dtype
+    if kind.kind in "US":  # strings: wide enough for the longest
+        kind = np.dtype(object)
+    out = np.full((values.shape[0], *trailing), _fill_value(kind), dtype=kind)
+    out[(slice(None), *(slice(0, n) for n in values.shape[1:]))] = values
+    return out
 
 
 def result_as_chunk(ds: xr.Dataset, grid: Grid) -> ChunkResult:
@@ -353,5 +402,13 @@ def _check_agreement(
             continue
         for name, item in chunk.data.data_vars.items():
             mine = assembler.arrays.get(name)
-            if mine is None or not np.array_equal(mine[i], item.values[k], equal_nan=True):
+            theirs = item.values[k : k + 1]
+            if mine is not None and mine.ndim == theirs.ndim:
+                longest = tuple(max(a, b) for a, b in zip(mine.shape[1:], theirs.shape[1:],
+                                                          strict=True))
+                same = np.array_equal(_padded(mine[i : i + 1], longest),
+                                      _padded(theirs, longest), equal_nan=True)
+            else:
+                same = False
+            if not same:
                 raise BadInput(f"conflicting results for point {grid.label(int(i))} in {name}")
