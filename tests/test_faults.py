@@ -426,6 +426,20 @@ def test_sigterm_at_the_fork_or_during_assembly_is_one_line_and_resumable(
 
 
 @processes(2)
+def test_sigterm_to_the_group_with_worker_processes_is_one_line(tmp_path, toy_env) -> None:
+    """SIGTERM to the whole process group (a batch system's time limit) while loky workers
+    compute: the parent's one line, nothing from the workers."""
+    out, marker = tmp_path / "o.h5", tmp_path / "paused"
+    proc = _start(toy_env, out, f"part:{marker}", "--jobs", "2", "-g", "seed=range(4)",
+                  group=True)
+    _wait_marker(marker, proc)
+    os.killpg(proc.pid, signal.SIGTERM)
+    marker.unlink()
+    _one_interrupt_line(proc)
+    assert Path(f"{out}.parts").is_dir() and not Path(f"{out}.lock").exists()
+
+
+@processes(2)
 def test_sigterm_at_the_fork_of_a_merge_is_one_line(tmp_path, toy_env, cli) -> None:
     shard = tmp_path / "s.h5"
     assert cli(*TOY, "--shard", "1/1", "-o", shard).code == 0
