@@ -153,13 +153,13 @@ def read_npz(
                     raise BadInput(f"{what}: {name!r} is a single .npy array, not an .npz "
                                    "archive of named arrays (save it with numpy.savez)"
                                    ) from None
-            raise BadInput(f"{what}: {name!r} is not an .npz archive") from None
+            raise BadInput(f"{what}: {name!r} is not a readable .npz archive") from None
         with archive:
             members = {m.filename[:-4]: m for m in archive.infolist()
                        if m.filename.endswith(".npy")}
             missing = [k for k in required if k not in members]
             if missing:
-                raise BadInput(f"{what}: {name!r} has no array {missing[0]!r} "
+                raise BadInput(f"{what}: {name!r} is missing array {missing[0]!r} "
                                f"(has: {', '.join(sorted(members)) or 'none'})")
             out: dict[str, np.ndarray] = {}
             budget = available_memory()
