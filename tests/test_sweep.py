@@ -142,12 +142,29 @@ def test_three_shards_merged(tmp_path, reference, cli) -> None:
     assert cli("store", "verify", merged).code == 0
 
 
+def test_slurm_array_variables_alone_change_nothing(tmp_path, toy_env, cli, monkeypatch,
+                                                     reference) -> None:
+    """Inside an array task a plain sweep computes the whole grid: only --shard shards."""
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "2")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_MIN", "1")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_MAX", "3")
+    out = tmp_path / "whole.h5"
+    result = cli("sweep", "solve", "toy", *GRID, "-o", out)
+    assert result.code == 0 and "shard" not in result.out, result.out
+    assert_bitwise(reference, out)
+
+
 def test_shard_from_slurm_environment(tmp_path, toy_env, cli, monkeypatch) -> None:
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "2")
     monkeypatch.setenv("SLURM_ARRAY_TASK_MIN", "1")
     monkeypatch.setenv("SLURM_ARRAY_TASK_MAX", "3")
     out = tmp_path / "s.h5"
-    assert cli("sweep", "solve", "toy", *GRID, "-o", out, "-q").code == 0
+    result = cli("sweep", "solve", "toy", *GRID, "-o", out, "--shard", "slurm")
+    assert result.code == 0, result.err
+    # the first line says which shard, and why
+    assert result.out.splitlines()[0].startswith(
+        "toy solve: shard 2/3 (SLURM array task 2 of 1-3) of 30 points: 10 points"
+    ), result.out
     with xr.open_dataset(out, engine="h5netcdf") as ds:
         assert ds.attrs["shard"] == "2/3"
         status, points = ds["status"].values, ds["point"].values
