@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput
+from ..errors import BadInput, Busy
 from .store import check_name_length, os_error_message
 
 LOCK_SUFFIX = ".lock"
@@ -61,9 +61,9 @@ def _read_owner(path: Path) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def _busy(out: Path, owner: dict[str, Any]) -> BadInput:
+def _busy(out: Path, owner: dict[str, Any]) -> Busy:
     who = f"pid {owner.get('pid', '?')}, host {owner.get('host', '?')}"
-    return BadInput(f"{out}: another run is in progress ({who}); wait for it to finish")
+    return Busy(f"{out}: another run is in progress ({who}); wait for it to finish")
 
 
 def _pid_alive(pid: int) -> bool:
