@@ -359,7 +359,7 @@ def shard_from_env(env: Mapping[str, str]) -> Shard:
             count = int(env["SLURM_ARRAY_TASK_COUNT"])
             high = low + (count - 1) * step
     except KeyError:
-        raise BadInput("--shard slurm: SLURM_ARRAY_TASK_MIN (or _MAX and _COUNT) is unset") from None
+        raise BadInput("--shard slurm: SLURM_ARRAY_TASK_MIN (or _COUNT) is unset") from None
     except ValueError:
         raise BadInput("--shard slurm: the SLURM_ARRAY_TASK_* variables are not integers") from None
     if step < 1 or (task_id - low) % step or (high - low) // step + 1 != count:
