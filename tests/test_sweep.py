@@ -588,8 +588,9 @@ def test_package_runs_as_module_and_console_script(tmp_path) -> None:
 
 
 def test_slurm_template_runs_shards_and_merge(tmp_path, reference, toy_env) -> None:
-    """jobs/slurm/sweep-array.sbatch, run by bash as SLURM would: 3 array tasks, then the merge."""
-    script = ROOT / "jobs" / "slurm" / "sweep-array.sbatch"
+    """jobs/slurm/sweep-array.sbatch and merge.sbatch, run by bash as SLURM would (no SLURM:
+    tests/test_slurm.py submits them to a real one): 3 array tasks, then the merge."""
+    folder = ROOT / "jobs" / "slurm"
     console = Path(sys.executable).parent / "richlazy"
     if not console.exists():
         pytest.skip("the richlazy console script is not installed next to this Python")
@@ -603,22 +604,24 @@ def test_slurm_template_runs_shards_and_merge(tmp_path, reference, toy_env) -> N
         RICHLAZY=str(console),
         JOB=str(job),
         OUT=str(tmp_path / "swept"),
+        N="3",
         SLURM_ARRAY_TASK_MIN="1",
         SLURM_ARRAY_TASK_MAX="3",
+        SLURM_ARRAY_TASK_COUNT="3",
         SLURM_CPUS_PER_TASK="1",
     )
     for task in ("1", "2", "3"):
         proc = subprocess.run(
-            ["bash", str(script)],
+            ["bash", str(folder / "sweep-array.sbatch")],
             env=dict(env, SLURM_ARRAY_TASK_ID=task),
             capture_output=True,
             text=True,
             timeout=300,
         )
         assert proc.returncode == 0, proc.stderr
-    proc = subprocess.run(
-        ["bash", str(script)], env=dict(env, MERGE="1"), capture_output=True, text=True, timeout=300
-    )
+        assert f"shard {task}/3" in proc.stdout, proc.stdout
+    proc = subprocess.run(["bash", str(folder / "merge.sbatch")], env=env, capture_output=True,
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert_bitwise(reference, tmp_path / "swept.h5")
 
