@@ -107,7 +107,7 @@ demo: install $(REPORTS)/demo/index.html
 	@echo "report:  $(REPORTS)/demo/index.html"
 
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow

@@ -266,8 +266,8 @@ def sweep_cmd(
     resume: Annotated[bool, flag("--resume", help="Continue an interrupted sweep.")] = False,
     continue_: Annotated[
         bool,
-        flag("--continue", help="Start, resume or do nothing, as the output needs (cron, make);"
-             " with --force, replace another sweep's output."),
+        flag("--continue", help="Start, resume or do nothing (cron, make); "
+             "--force: replace another sweep's."),
     ] = False,
     retry_failed: Annotated[
         bool, flag("--retry-failed", help="With --resume: recompute failed points.")

@@ -170,8 +170,7 @@ RUN_OPTIONS: dict[str, RunOption] = {
                   _at_least_one),
         RunOption("backend", "--backend", str, "Where chunks run.", _backend),
         RunOption("scheduler", "--scheduler", str,
-                  "Dask scheduler: tcp://HOST:PORT, 'local' for a cluster of --jobs workers, or "
-                  "'slurm' for --jobs workers started as SLURM jobs (dask-jobqueue)."),
+                  "Dask scheduler: tcp://HOST:PORT, 'local' or 'slurm' (--jobs SLURM jobs)."),
         RunOption("cluster", "--cluster", dict,
                   "The SLURM worker jobs of --scheduler slurm: a [run.cluster] table of "
                   "dask-jobqueue SLURMCluster arguments (cores, memory, walltime, queue, ...).",
