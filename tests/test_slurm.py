@@ -205,6 +205,7 @@ def test_dask_workers_started_by_slurm(slurm, tmp_path, toy_env, cli) -> None:
         tmp_path / "job.toml",
         '[run]\nbackend = "dask"\nscheduler = "slurm"\njobs = 2\nchunk_size = 4\n'
         '[run.cluster]\nmemory = "500MB"\nwalltime = "00:10:00"\n'
+        f'log_directory = "{tmp_path / "logs"}"\n'
         'scheduler_options = { host = "127.0.0.1" }\n',
     )
     before = _dask_jobs()
@@ -217,6 +218,7 @@ def test_dask_workers_started_by_slurm(slurm, tmp_path, toy_env, cli) -> None:
     assert len(started) == 2, started  # one SLURM job per worker
     plain = _write_job(tmp_path / "plain.toml")
     assert_bitwise(_local(cli, plain, tmp_path / "local.h5"), out)
+    assert len(list((tmp_path / "logs").glob("*.out"))) >= 2  # the worker jobs' logs
 
 
 def _dask_jobs() -> set[str]:

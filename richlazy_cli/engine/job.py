@@ -113,9 +113,9 @@ SLURM_CLUSTER_KEYS = (
 ``SLURMCluster`` (one SLURM job per ``processes`` Dask workers), passed on as they are."""
 
 CLUSTER_DEFAULTS: dict[str, Any] = {"cores": 1, "processes": 1, "memory": "2GB",
-                                    "walltime": "01:00:00"}
+                                    "walltime": "01:00:00", "log_directory": "logs"}
 """What ``--scheduler slurm`` asks of SLURM per worker job unless ``[run.cluster]`` says
-otherwise: one core and one worker process, 2 GB, one hour."""
+otherwise: one core and one worker process, 2 GB, one hour, logs in ``logs/``."""
 
 
 def _cluster(value: Any) -> str | None:

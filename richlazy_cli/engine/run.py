@@ -225,7 +225,8 @@ def slurm_cluster(jobs: int, options: dict[str, Any]) -> Any:
     worker = cores / processes, forced to one so that every worker computes one chunk with one
     BLAS thread, as on every other route). The worker jobs inherit this environment (SLURM's
     default ``--export=ALL``), so they find this Python and ``RICHLAZY_MODELS``; their BLAS
-    thread variables are set to 1 in the job script.
+    thread variables are set to 1 in the job script. Their logs go to ``logs/`` unless
+    ``log_directory`` says otherwise.
     """
     try:
         from dask_jobqueue import SLURMCluster
@@ -239,7 +240,7 @@ def slurm_cluster(jobs: int, options: dict[str, Any]) -> Any:
     kwargs["job_cpu"] = int(options.get("cores", processes))
     prologue = [f"export {name}=1" for name in _THREAD_VARIABLES]
     kwargs["job_script_prologue"] = [*prologue, *kwargs.get("job_script_prologue", [])]
-    kwargs.setdefault("log_directory", None)
+    kwargs.setdefault("log_directory", "logs")  # the worker jobs' logs, as the array's
     try:
         cluster = SLURMCluster(**kwargs)
     except (TypeError, ValueError) as exc:
