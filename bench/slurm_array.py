@@ -74,7 +74,7 @@ def array(job: Path, stem: Path) -> float:
            "RICHLAZY": str(console)}
     start = time.perf_counter()
     proc = subprocess.run(["bash", str(ROOT / "jobs" / "slurm" / "submit.sh"),
-                           "--cpus-per-task=1", "--mem=500M", "--time=10"],
+                           "--cpus-per-task=1", "--mem=500M", "--time=30"],
                           env=env, capture_output=True, text=True, check=True)
     ids = re.fullmatch(r"array (\d+), merge (\d+)\s*", proc.stdout)
     assert ids, proc.stdout

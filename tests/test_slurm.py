@@ -139,11 +139,11 @@ def test_array_shards_and_dependent_merge(slurm, tmp_path, toy_env, cli) -> None
     bitwise the local sweep; each task's first line names its shard and array task."""
     job = _write_job(tmp_path / "job.toml")
     env = dict(toy_env, RICHLAZY=_console())
-    array, merge = _submit(env, 4, job, tmp_path / "out", "--time=5")
+    array, merge = _submit(env, 4, job, tmp_path / "out", "--time=10")
     _wait(array, merge)
     tasks = _completed(array)
     _completed(merge)
-    assert len(tasks) == 4
+    assert len(tasks) == 4 and all(t["Restarts"] == "0" for t in tasks), tasks
     assert_bitwise(_local(cli, job, tmp_path / "local.h5"), tmp_path / "out.h5")
     logs = sorted((tmp_path / "logs").glob(f"richlazy-{array}_*.out"))
     assert len(logs) == 4
@@ -159,7 +159,7 @@ def test_array_with_a_step(slurm, tmp_path, toy_env, cli) -> None:
     """``--array=1-5:2`` runs tasks 1, 3, 5: three shards, all computed, none missing."""
     job = _write_job(tmp_path / "job.toml")
     env = dict(toy_env, RICHLAZY=_console())
-    array, merge = _submit(env, 3, job, tmp_path / "out", "--time=5", step=2)
+    array, merge = _submit(env, 3, job, tmp_path / "out", "--time=10", step=2)
     _wait(array, merge)
     tasks = _completed(array)
     assert sorted(int(t["ArrayTaskId"]) for t in tasks) == [1, 3, 5]
@@ -170,10 +170,12 @@ def test_array_with_a_step(slurm, tmp_path, toy_env, cli) -> None:
 
 
 def test_time_limit_signal_requeues_to_completion(slurm, tmp_path, toy_env, cli) -> None:
-    """A task slower than its time limit gets SIGTERM from ``--signal=B:TERM@90`` (2-minute
+    """A task slower than its time limit gets SIGTERM from ``--signal=B:TERM@75`` (2-minute
     limit), stops with its parts kept, requeues itself and finishes on its second run without
     recomputing what the first kept; the merge then runs, and the data are the local ones."""
-    grid = '[grid]\nslope = "linspace(0,1,80)"\n'  # 80 s on the first run: past the signal
+    # SLURM sends the signal at its first check (about every 30 s) once fewer than 75 + 30 s
+    # are left: 15 to 45 s after the start, while this first run needs 90 s
+    grid = '[grid]\nslope = "linspace(0,1,90)"\n'
     job = _write_job(tmp_path / "job.toml", "[run]\nchunk_size = 1\n", grid)
     wrapper = tmp_path / "slow-first-run.sh"  # the first run takes a second a chunk
     wrapper.write_text(
@@ -183,7 +185,7 @@ def test_time_limit_signal_requeues_to_completion(slurm, tmp_path, toy_env, cli)
     )
     wrapper.chmod(0o755)
     array, merge = _submit(dict(toy_env, RICHLAZY=str(wrapper)), 1, job, tmp_path / "out",
-                           "--time=2", "--signal=B:TERM@90")
+                           "--time=2", "--signal=B:TERM@75")
     _wait(array, merge)
     [task] = _completed(array)
     _completed(merge)
@@ -191,10 +193,10 @@ def test_time_limit_signal_requeues_to_completion(slurm, tmp_path, toy_env, cli)
     log = next((tmp_path / "logs").glob(f"richlazy-{array}_1.out")).read_text()
     assert "restart 0" in log and "restart 1" in log, log
     assert "interrupted (SIGTERM)" in log and "requeueing" in log, log
-    kept = int(re.search(r"(\d+) of 80 points kept", log).group(1))
-    assert 0 < kept < 80, log
+    kept = int(re.search(r"(\d+) of 90 points kept", log).group(1))
+    assert 0 < kept < 90, log
     # the second run computed only what the first did not keep
-    assert f"{80 - kept} points in {80 - kept} chunks" in log, log
+    assert f"{90 - kept} points in {90 - kept} chunks" in log, log
     assert_bitwise(_local(cli, job, tmp_path / "local.h5"), tmp_path / "out.h5")
 
 
