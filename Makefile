@@ -40,10 +40,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # -- the figure pipeline: jobs/*.toml -> results/*.h5 -> reports/<name>/index.html ----------
-# Make's timestamps rebuild only what is out of date (a changed job file reruns its sweep).
+# Make's timestamps rebuild only what is out of date. A sweep never throws work away:
+# `--continue --force` resumes an interrupted sweep of the same job (richlazy compares the
+# sweep's fingerprint: model, parameters, grid, input files), does nothing when its result is
+# complete (a job file touched but unchanged; `touch` then marks the result up to date), and
+# starts over only when the job file changed what it computes (docs/cluster.md).
+SWEEP_KEEP := --continue --force
 $(RESULTS)/%.h5: jobs/%.toml | $(STAMP)
 	@mkdir -p $(dir $@)
-	$(RICHLAZY) sweep -c $< -o $@ --force
+	$(RICHLAZY) sweep -c $< -o $@ $(SWEEP_KEEP) && touch $@
 
 .PRECIOUS: $(RESULTS)/%.h5   # keep the results make would delete as intermediates
 
@@ -52,7 +57,7 @@ $(REPORTS)/%/index.html: $(RESULTS)/%.h5
 	@echo "report: $@"
 
 $(RESULTS)/fig3.h5: jobs/single-neuron-delta.toml | $(STAMP)
-	$(RICHLAZY) sweep -c $< -o $@ --force
+	$(RICHLAZY) sweep -c $< -o $@ $(SWEEP_KEEP) && touch $@
 
 fig3: $(REPORTS)/fig3/index.html
 fig1b-small: $(REPORTS)/fig1b-small/index.html
@@ -88,11 +93,11 @@ DEMO_RESULTS := $(RESULTS)/demo/two-layer.h5 $(RESULTS)/demo/single-neuron-delta
 
 $(RESULTS)/demo/two-layer.h5: jobs/demo-two-layer.toml | $(STAMP)
 	@mkdir -p $(dir $@)
-	$(RICHLAZY) sweep -c $< -o $@ --jobs $(JOBS) --force
+	$(RICHLAZY) sweep -c $< -o $@ --jobs $(JOBS) $(SWEEP_KEEP) && touch $@
 
 $(RESULTS)/demo/single-neuron-delta.h5: jobs/single-neuron-delta.toml | $(STAMP)
 	@mkdir -p $(dir $@)
-	$(RICHLAZY) sweep -c $< -o $@ --jobs $(JOBS) --force
+	$(RICHLAZY) sweep -c $< -o $@ --jobs $(JOBS) $(SWEEP_KEEP) && touch $@
 
 $(REPORTS)/demo/index.html: $(DEMO_RESULTS)
 	$(RICHLAZY) report $^ -o $(REPORTS)/demo -q
@@ -102,7 +107,7 @@ demo: install $(REPORTS)/demo/index.html
 	@echo "report:  $(REPORTS)/demo/index.html"
 
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow

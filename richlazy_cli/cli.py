@@ -6,8 +6,10 @@ library does not do, or the reverse. The ``store`` subcommands are in :mod:`.sto
 
 Exit codes (:class:`.errors.ExitCode`): 0 success; 1 the run finished but some points failed
 (listed); 2 bad input (one line on stderr, nothing written); 3 an internal error (one line;
-``RICHLAZY_DEBUG=1`` shows the traceback); 130 interrupted by SIGINT or SIGTERM (one line;
-finished chunks kept for ``--resume``).
+``RICHLAZY_DEBUG=1`` shows the traceback); 75 busy: another run holds the output's lock
+(nothing done, try later); 130 interrupted by SIGINT or SIGTERM (one line; finished chunks kept
+for ``--resume``); 141 stdout closed early (``| head``: the status of a process killed by
+SIGPIPE, quietly, finished chunks kept).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import typer
 
 from . import __version__
 from .cli_common import (
+    SIGPIPE_STATUS,
+    ClosedStdout,
     ConfigOpt,
     ForceOpt,
     JsonOpt,
@@ -32,6 +36,7 @@ from .cli_common import (
     OutputOpt,
     ParamOpt,
     QuietOpt,
+    StdoutClosed,
     command_line,
     console,
     failures_table,
@@ -46,7 +51,7 @@ from .cli_common import (
 )
 from .engine import interrupts
 from .engine.job import RUN_OPTIONS, Action, Backend
-from .errors import BadInput, ExitCode
+from .errors import BadInput, Busy, ExitCode
 from .report.data import Reduction
 from .report.options import Format, ReportKind
 from .store_cli import store_app
@@ -282,6 +287,11 @@ def sweep_cmd(
     chunk_size: Annotated[int | None, _run_opt("chunk_size", metavar="N", default="auto")] = None,
     shard: Annotated[str | None, _run_opt("shard", metavar="K/N")] = None,
     resume: Annotated[bool, flag("--resume", help="Continue an interrupted sweep.")] = False,
+    continue_: Annotated[
+        bool,
+        flag("--continue", help="Start, resume or do nothing (cron, make); "
+             "--force: replace another sweep's."),
+    ] = False,
     retry_failed: Annotated[
         bool, flag("--retry-failed", help="With --resume: recompute failed points.")
     ] = False,
@@ -309,7 +319,8 @@ def sweep_cmd(
              "max_points": max_points, "max_bytes": max_bytes}
     request = Request(action, model, param or (), grid or (), config, given)
     job, out, opts = prepare_sweep(
-        request, resume=resume, retry_failed=retry_failed, force=force, dry_run=dry_run,
+        request, resume=resume, continue_=continue_, retry_failed=retry_failed, force=force,
+        dry_run=dry_run,
         quiet=quiet or as_json,
     )
     on_interrupt(f"finished work kept in {out}.parts for --resume")
@@ -400,8 +411,12 @@ def _error(message: str, code: int) -> int:
 
 
 def _interrupted() -> int:
+    """Exit 130 with one line (and a JSON object with --json), or 141 and nothing when the
+    interruption was a closed stdout (:class:`.cli_common.ClosedStdout`)."""
     interrupted_by(interrupts.pending() or "SIGINT")
     report_interrupt()
+    if ClosedStdout.closed:
+        return SIGPIPE_STATUS
     print_json_error("interrupted", ExitCode.INTERRUPTED)
     return int(ExitCode.INTERRUPTED)
 
@@ -425,6 +440,8 @@ def _wide_help() -> None:
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code (never raises)."""
     previous = interrupts.install()  # SIGINT and SIGTERM: engine/interrupts.py
+    real_stdout, ClosedStdout.closed = sys.stdout, False
+    sys.stdout = ClosedStdout(real_stdout)  # a closed pipe stops the command quietly (141)
     set_argv(sys.argv[1:] if argv is None else argv)
     on_interrupt("nothing written")
     _wide_help()
@@ -436,8 +453,14 @@ def run(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             if not debug:
                 warnings.simplefilter("ignore")
-            return _main(argv, debug)
+            code = _main(argv, debug)
+        try:
+            sys.stdout.flush()  # here, where a closed pipe is still caught, not at exit
+        except StdoutClosed:
+            code = SIGPIPE_STATUS if code == ExitCode.OK else code
+        return code
     finally:
+        sys.stdout = real_stdout
         interrupts.restore(previous)
         if not debug:
             if saved_env is None:
@@ -467,6 +490,8 @@ def _main(argv: list[str] | None, debug: bool) -> int:
             if code == ExitCode.INTERRUPTED:  # typer turns KeyboardInterrupt into this, silently
                 return _interrupted()
             return code if isinstance(code, int) else ExitCode.OK
+        except Busy as exc:  # another run holds the output: try later, not bad input
+            return _error(str(exc), ExitCode.BUSY)
         except BadInput as exc:
             return _error(str(exc), ExitCode.BAD_INPUT)
         except _EXITS as exc:

@@ -127,12 +127,75 @@ def interrupted_by(signal_name: str) -> None:
 
 
 def report_interrupt(message: str | None = None) -> None:
-    """Print the one line of an interruption, once: ``message``, or the signal and the hint."""
-    if _interrupt["reported"]:
+    """Print the one line of an interruption, once: ``message``, or the signal and the hint.
+
+    Nothing when the interruption is a closed stdout (:class:`ClosedStdout`): a command cut
+    off by ``| head`` ends silently, as ``cat`` or ``grep`` do.
+    """
+    if _interrupt["reported"] or ClosedStdout.closed:
         return
     _interrupt["reported"] = True
     text = message or f"interrupted ({_interrupt['signal']}); {_interrupt['hint']}"
     print(f"richlazy: {text}", file=sys.stderr)
+
+
+# -- a closed stdout (`richlazy sweep ... | head -1`) -----------------------------------------
+SIGPIPE_STATUS = 128 + 13
+"""The exit status of a command whose stdout was closed: a shell's status for a process killed
+by SIGPIPE (141), which richlazy returns itself after stopping cleanly."""
+
+
+class StdoutClosed(KeyboardInterrupt):
+    """Raised by the first write to a closed stdout; a run stops on it as on an interrupt
+    (workers stopped, finished chunks kept in the parts folder)."""
+
+    def __init__(self) -> None:
+        super().__init__("SIGPIPE")
+
+
+class ClosedStdout:
+    """``sys.stdout`` whose first write to a closed pipe raises :class:`StdoutClosed` once.
+
+    After that, fd 1 points at ``/dev/null`` (so that nothing fails again, not even Python's
+    final flush) and every later write is dropped. A ``BrokenPipeError`` would otherwise reach
+    click, which turns it into exit 1, the status of failed points.
+    """
+
+    closed = False
+    """Whether stdout was found closed during this command."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def _broken(self) -> None:
+        ClosedStdout.closed = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())
+            os.close(null)
+        except (OSError, ValueError, AttributeError):  # not a real file (a test's capture)
+            pass
+        raise StdoutClosed()
+
+    def write(self, text: str) -> int:
+        if ClosedStdout.closed:
+            return len(text)
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._broken()
+            raise  # pragma: no cover - _broken raised
+
+    def flush(self) -> None:
+        if ClosedStdout.closed:
+            return
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._broken()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 # -- failures -------------------------------------------------------------------------------

@@ -21,6 +21,14 @@ class BadInput(ValueError):
     """Invalid user input. The message is one line meant for people."""
 
 
+class Busy(BadInput):
+    """The output is locked by another run that is still going: try again later.
+
+    Not a mistake of the input, so the CLI exits with :attr:`ExitCode.BUSY`, which a cron
+    wrapper or a retry loop can tell apart from :attr:`ExitCode.BAD_INPUT`.
+    """
+
+
 UNREADABLE: tuple[type[BaseException], ...] = (
     OSError, ValueError, KeyError, TypeError, IndexError, EOFError, zipfile.BadZipFile,
     pickle.UnpicklingError,
@@ -55,6 +63,9 @@ class ExitCode(enum.IntEnum):
     BAD_INPUT = 2
     INTERNAL = 3
     """An unexpected error: a bug in richlazy or a model."""
+    BUSY = 75
+    """Another run holds the output's lock: nothing was done, try later (``EX_TEMPFAIL`` of
+    ``sysexits.h``, which mail and cron tools treat as a temporary failure)."""
     INTERRUPTED = 130
 
 

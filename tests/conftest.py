@@ -73,9 +73,9 @@ def run_process(
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
-def assert_one_line_error(result: CliResult) -> None:
-    """Exit 2, exactly one line on stderr, no traceback."""
-    assert result.code == 2, (result.code, result.err)
+def assert_one_line_error(result: CliResult, code: int = 2) -> None:
+    """Exit 2 (or ``code``: 75 for a busy output), exactly one line on stderr, no traceback."""
+    assert result.code == code, (result.code, result.err)
     lines = [line for line in result.err.splitlines() if line.strip()]
     assert len(lines) == 1, result.err
     assert "Traceback" not in result.err

@@ -34,7 +34,7 @@ def test_help_shows_flags_plainly_with_defaults_uncut_when_piped() -> None:
     assert "<bool>" not in result.out
     assert "[default: (all cores)]" in result.out and "<loky|threads|dask>" in result.out
     # the help column is whole on one line, not wrapped at rich's 80 columns
-    assert "Dask scheduler: tcp://HOST:PORT, or 'local' for a cluster of --jobs workers." in (
+    assert "Dask scheduler: tcp://HOST:PORT, 'local' or 'slurm' (--jobs SLURM jobs)." in (
         result.out
     )
     report = run_process("report", "--help").out

@@ -46,12 +46,13 @@ def _round(tmp_path: Path, env: dict[str, str], n: int, k: int, extra: list[str]
     ]
     results = [(p.wait(timeout=120), p.communicate()[1]) for p in procs]
     codes = sorted(code for code, _ in results)
-    assert codes == [0] + [2] * (n - 1), results
+    assert codes.count(0) == 1 and set(codes) <= {0, 2, 75}, results
     for code, err in results:
-        if code == 2:
+        if code:  # busy (75) while the winner runs; bad input (2) once its output exists
             lines = err.strip().splitlines()
             assert len(lines) == 1 and "Traceback" not in err, err
-            assert "in progress" in lines[0] or "exists" in lines[0], err
+            assert ("in progress" in lines[0]) == (code == 75), err
+            assert code == 75 or "exists" in lines[0], err
     assert not Path(f"{out}.parts").exists() and not Path(f"{out}.lock").exists()
     return out
 

@@ -57,15 +57,30 @@ def test_shard_parsing_and_slurm_variables() -> None:
     for bad in ("0/3", "4/3", "1/0", "a/b", "3"):
         with pytest.raises(BadInput):
             parse_shard(bad)
-    assert shard_from_env({}) is None
+    with pytest.raises(BadInput, match="not in a SLURM array task"):
+        shard_from_env({})
     assert shard_from_env(
         {"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "7"}
     ) == Shard(1, 8)
     assert shard_from_env(
         {"SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_TASK_MIN": "1"}
     ) == Shard(4, 4)
-    with pytest.raises(BadInput):
-        shard_from_env({"SLURM_ARRAY_TASK_ID": "x", "SLURM_ARRAY_TASK_COUNT": "4"})
+    # --array=1-16:2 runs tasks 1, 3, ..., 15: eight shards, task 15 the last
+    step = {"SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_MAX": "15",
+            "SLURM_ARRAY_TASK_STEP": "2", "SLURM_ARRAY_TASK_COUNT": "8"}
+    shards = [shard_from_env({**step, "SLURM_ARRAY_TASK_ID": str(t)}) for t in range(1, 16, 2)]
+    assert shards == [Shard(k, 8) for k in range(1, 9)]
+    for bad in (
+        {"SLURM_ARRAY_TASK_ID": "x", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "4"},
+        {"SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_COUNT": "4"},  # no MIN
+        {**step, "SLURM_ARRAY_TASK_ID": "4"},  # not on the step
+        {**step, "SLURM_ARRAY_TASK_ID": "17"},  # outside the array
+        # --array=1,4,9: three tasks that no MIN-MAX:STEP numbers
+        {"SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_MAX": "9",
+         "SLURM_ARRAY_TASK_STEP": "1", "SLURM_ARRAY_TASK_COUNT": "3"},
+    ):
+        with pytest.raises(BadInput, match="--shard slurm"):
+            shard_from_env(bad)
 
 
 def test_progress_on_a_terminal_is_a_bar_with_rate_and_eta() -> None:

@@ -94,7 +94,7 @@ def test_mixed_sweeps_cannot_share_an_output(tmp_path, toy_env, reference, cli) 
         _wait_for_parts(parts, first)
         second = run_process("sweep", "solve", "toy", *GRID, "-p", "scale=0.5", *SLOW, "-o", out,
                              "--force", env=toy_env)
-        assert_one_line_error(second)
+        assert_one_line_error(second, code=75)  # busy: try later
         assert f"in progress (pid {first.pid}, host {socket.gethostname()})" in second.err
     finally:
         first.kill()
@@ -140,7 +140,7 @@ def test_foreign_part_in_the_folder_is_never_assembled(tmp_path, toy_env, refere
 
 
 def test_overlapping_cron_resumes_and_forces(tmp_path, toy_env, reference, cli) -> None:
-    """Two cron runs of --resume (or of --force) overlap: the second exits 2 at once."""
+    """Two cron runs of --resume (or of --force) overlap: the second exits 75 (busy) at once."""
     out = tmp_path / "cron.h5"
     args = ["sweep", "solve", "toy", *GRID, "-p", "scale=0.1", *SLOW, "-o", out]
     proc = _popen(toy_env, *args)
@@ -154,10 +154,10 @@ def test_overlapping_cron_resumes_and_forces(tmp_path, toy_env, reference, cli) 
         while not lock_path(out).exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         late = run_process(*args, "--resume", env=toy_env)  # the next cron run
-        assert_one_line_error(late)
+        assert_one_line_error(late, code=75)  # busy: try later
         assert f"in progress (pid {running.pid}" in late.err
         late = cli(*args, "--force")
-        assert_one_line_error(late)
+        assert_one_line_error(late, code=75)
         assert "in progress" in late.err
         _, err = running.communicate(timeout=120)
         assert running.returncode == 0, err

@@ -142,12 +142,29 @@ def test_three_shards_merged(tmp_path, reference, cli) -> None:
     assert cli("store", "verify", merged).code == 0
 
 
+def test_slurm_array_variables_alone_change_nothing(tmp_path, toy_env, cli, monkeypatch,
+                                                     reference) -> None:
+    """Inside an array task a plain sweep computes the whole grid: only --shard shards."""
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "2")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_MIN", "1")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_MAX", "3")
+    out = tmp_path / "whole.h5"
+    result = cli("sweep", "solve", "toy", *GRID, "-o", out)
+    assert result.code == 0 and "shard" not in result.out, result.out
+    assert_bitwise(reference, out)
+
+
 def test_shard_from_slurm_environment(tmp_path, toy_env, cli, monkeypatch) -> None:
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "2")
     monkeypatch.setenv("SLURM_ARRAY_TASK_MIN", "1")
     monkeypatch.setenv("SLURM_ARRAY_TASK_MAX", "3")
     out = tmp_path / "s.h5"
-    assert cli("sweep", "solve", "toy", *GRID, "-o", out, "-q").code == 0
+    result = cli("sweep", "solve", "toy", *GRID, "-o", out, "--shard", "slurm")
+    assert result.code == 0, result.err
+    # the first line says which shard, and why
+    assert result.out.splitlines()[0].startswith(
+        "toy solve: shard 2/3 (SLURM array task 2 of 1-3) of 30 points: 10 points"
+    ), result.out
     with xr.open_dataset(out, engine="h5netcdf") as ds:
         assert ds.attrs["shard"] == "2/3"
         status, points = ds["status"].values, ds["point"].values
@@ -571,8 +588,9 @@ def test_package_runs_as_module_and_console_script(tmp_path) -> None:
 
 
 def test_slurm_template_runs_shards_and_merge(tmp_path, reference, toy_env) -> None:
-    """jobs/slurm/sweep-array.sbatch, run by bash as SLURM would: 3 array tasks, then the merge."""
-    script = ROOT / "jobs" / "slurm" / "sweep-array.sbatch"
+    """jobs/slurm/sweep-array.sbatch and merge.sbatch, run by bash as SLURM would (no SLURM:
+    tests/test_slurm.py submits them to a real one): 3 array tasks, then the merge."""
+    folder = ROOT / "jobs" / "slurm"
     console = Path(sys.executable).parent / "richlazy"
     if not console.exists():
         pytest.skip("the richlazy console script is not installed next to this Python")
@@ -586,22 +604,24 @@ def test_slurm_template_runs_shards_and_merge(tmp_path, reference, toy_env) -> N
         RICHLAZY=str(console),
         JOB=str(job),
         OUT=str(tmp_path / "swept"),
+        N="3",
         SLURM_ARRAY_TASK_MIN="1",
         SLURM_ARRAY_TASK_MAX="3",
+        SLURM_ARRAY_TASK_COUNT="3",
         SLURM_CPUS_PER_TASK="1",
     )
     for task in ("1", "2", "3"):
         proc = subprocess.run(
-            ["bash", str(script)],
+            ["bash", str(folder / "sweep-array.sbatch")],
             env=dict(env, SLURM_ARRAY_TASK_ID=task),
             capture_output=True,
             text=True,
             timeout=300,
         )
         assert proc.returncode == 0, proc.stderr
-    proc = subprocess.run(
-        ["bash", str(script)], env=dict(env, MERGE="1"), capture_output=True, text=True, timeout=300
-    )
+        assert f"shard {task}/3" in proc.stdout, proc.stdout
+    proc = subprocess.run(["bash", str(folder / "merge.sbatch")], env=env, capture_output=True,
+                          text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert_bitwise(reference, tmp_path / "swept.h5")
 

@@ -25,7 +25,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -332,20 +332,51 @@ def parse_shard(text: str) -> Shard:
     return Shard(k, n)
 
 
-def shard_from_env(env: dict[str, str]) -> Shard | None:
-    """The shard of a SLURM array task, or None outside one."""
+SLURM_SHARD = "slurm"
+"""``--shard slurm``: the shard of the SLURM array task this process runs in."""
+
+
+def shard_from_env(env: Mapping[str, str]) -> Shard:
+    """The shard of the SLURM array task described by ``env`` (``--shard slurm``).
+
+    An array ``--array=MIN-MAX:STEP`` runs the task ids ``MIN, MIN+STEP, ..., <= MAX``, that is
+    ``SLURM_ARRAY_TASK_COUNT`` of them: task ``ID`` computes shard
+    ``K = (ID - MIN) / STEP + 1`` of ``N = COUNT``. SLURM sets the count and step for ranges
+    (``STEP`` is 1 without one); an array given as an irregular list (``--array=1,4,9``) has no
+    such numbering and is refused, as is any task outside its array (use ``--shard K/N``).
+    """
     task = env.get("SLURM_ARRAY_TASK_ID")
     if task is None:
-        return None
+        raise BadInput("--shard slurm: not in a SLURM array task (SLURM_ARRAY_TASK_ID is unset)")
     try:
         task_id = int(task)
-        if "SLURM_ARRAY_TASK_MIN" in env and "SLURM_ARRAY_TASK_MAX" in env:
-            low, high = int(env["SLURM_ARRAY_TASK_MIN"]), int(env["SLURM_ARRAY_TASK_MAX"])
-            return parse_shard(f"{task_id - low + 1}/{high - low + 1}")
-        if "SLURM_ARRAY_TASK_COUNT" in env:
+        low = int(env["SLURM_ARRAY_TASK_MIN"])
+        step = int(env.get("SLURM_ARRAY_TASK_STEP", "1"))
+        if "SLURM_ARRAY_TASK_MAX" in env:
+            high = int(env["SLURM_ARRAY_TASK_MAX"])
+            count = int(env.get("SLURM_ARRAY_TASK_COUNT", (high - low) // max(step, 1) + 1))
+        else:
             count = int(env["SLURM_ARRAY_TASK_COUNT"])
-            low = int(env.get("SLURM_ARRAY_TASK_MIN", "0"))
-            return parse_shard(f"{task_id - low + 1}/{count}")
+            high = low + (count - 1) * step
+    except KeyError:
+        raise BadInput("--shard slurm: SLURM_ARRAY_TASK_MIN (or _COUNT) is unset") from None
     except ValueError:
-        raise BadInput("SLURM_ARRAY_TASK_* variables are not integers") from None
-    return None
+        raise BadInput("--shard slurm: the SLURM_ARRAY_TASK_* variables are not integers") from None
+    if step < 1 or (task_id - low) % step or (high - low) // step + 1 != count:
+        raise BadInput(
+            f"--shard slurm: array {low}-{high}:{step} of {count} tasks is not a range with a "
+            "step (an irregular --array list?); give --shard K/N"
+        )
+    index = (task_id - low) // step + 1
+    if not 1 <= index <= count:
+        raise BadInput(f"--shard slurm: task {task_id} is outside its array {low}-{high}:{step}")
+    return Shard(index, count)
+
+
+def describe_slurm_task(env: Mapping[str, str]) -> str:
+    """``task ID of array MIN-MAX:STEP`` for the line that names a SLURM shard."""
+    step = env.get("SLURM_ARRAY_TASK_STEP", "1")
+    span = f"{env.get('SLURM_ARRAY_TASK_MIN')}-{env.get('SLURM_ARRAY_TASK_MAX')}"
+    job = env.get("SLURM_ARRAY_JOB_ID")
+    return (f"SLURM array {'job ' + job + ' ' if job else ''}task {env.get('SLURM_ARRAY_TASK_ID')}"
+            f" of {span}{':' + step if step != '1' else ''}")

@@ -27,8 +27,10 @@ from ..userfiles import read_text
 from .footprint import DEFAULT_MAX_BYTES, human, parse_bytes, size_problem
 from .grid import (
     DEFAULT_MAX_POINTS,
+    SLURM_SHARD,
     Grid,
     Shard,
+    describe_slurm_task,
     parse_grid,
     parse_shard,
     shard_from_env,
@@ -50,6 +52,10 @@ class Action(enum.StrEnum):
     """Train by gradient descent (GD or SGD)."""
 
 
+SLURM_SCHEDULER = "slurm"
+"""``--scheduler slurm``: Dask workers started as SLURM jobs by dask-jobqueue."""
+
+
 class Backend(enum.StrEnum):
     """Where a sweep's chunks are computed (``--backend``)."""
 
@@ -68,10 +74,17 @@ class RunOptions:
     jobs: int | None = None
     backend: Backend = Backend.LOKY
     scheduler: str | None = None
+    cluster: dict[str, Any] = field(default_factory=dict)
+    """``--scheduler slurm``: the SLURMCluster arguments of its worker jobs."""
     worker_timeout: float = 60.0
     chunk_size: int | None = None
     shard: Shard | None = None
+    shard_source: str = ""
+    """Where the shard came from, for the first line (``--shard slurm``: the array task)."""
     resume: bool = False
+    continue_: bool = False
+    """``--continue``: start, resume or do nothing, whichever the output needs
+    (:func:`.output.continue_mode`)."""
     retry_failed: bool = False
     fail_fast: bool = False
     force: bool = False
@@ -89,6 +102,31 @@ def _at_least_one(value: Any) -> str | None:
 def _positive_seconds(value: Any) -> str | None:
     if not math.isfinite(value) or value <= 0:
         return "must be a positive, finite number of seconds"
+    return None
+
+
+SLURM_CLUSTER_KEYS = (
+    "cores", "processes", "memory", "walltime", "queue", "account", "job_cpu", "job_mem",
+    "job_extra_directives", "job_directives_skip", "job_script_prologue", "worker_extra_args",
+    "interface", "scheduler_options", "local_directory", "log_directory", "name", "python",
+)
+"""The keys of a job file's ``[run.cluster]`` table: keyword arguments of dask-jobqueue's
+``SLURMCluster`` (one SLURM job per ``processes`` Dask workers), passed on as they are."""
+
+CLUSTER_DEFAULTS: dict[str, Any] = {"cores": 1, "processes": 1, "memory": "2GB",
+                                    "walltime": "01:00:00", "log_directory": "logs"}
+"""What ``--scheduler slurm`` asks of SLURM per worker job unless ``[run.cluster]`` says
+otherwise: one core and one worker process, 2 GB, one hour, logs in ``logs/``."""
+
+
+def _cluster(value: Any) -> str | None:
+    unknown = sorted(set(value) - set(SLURM_CLUSTER_KEYS))
+    if unknown:
+        return f"unknown key {unknown[0]!r} (use {', '.join(SLURM_CLUSTER_KEYS)})"
+    for key in ("cores", "processes"):
+        if key in value and (isinstance(value[key], bool) or not isinstance(value[key], int)
+                             or value[key] < 1):
+            return f"{key} must be a positive integer"
     return None
 
 
@@ -123,6 +161,7 @@ class RunOption:
 _KIND_NAMES: dict[Any, str] = {
     int: "an integer", float: "a number", str: "a string", bool: "true or false",
     (int, str): "a size such as \"20GB\" or a number of bytes",
+    dict: "a table",
 }
 
 RUN_OPTIONS: dict[str, RunOption] = {
@@ -132,7 +171,11 @@ RUN_OPTIONS: dict[str, RunOption] = {
                   _at_least_one),
         RunOption("backend", "--backend", str, "Where chunks run.", _backend),
         RunOption("scheduler", "--scheduler", str,
-                  "Dask scheduler: tcp://HOST:PORT, or 'local' for a cluster of --jobs workers."),
+                  "Dask scheduler: tcp://HOST:PORT, 'local' or 'slurm' (--jobs SLURM jobs)."),
+        RunOption("cluster", "--cluster", dict,
+                  "The SLURM worker jobs of --scheduler slurm: a [run.cluster] table of "
+                  "dask-jobqueue SLURMCluster arguments (cores, memory, walltime, queue, ...).",
+                  _cluster),
         RunOption("worker_timeout", "--worker-timeout", float,
                   "Seconds to wait for the Dask scheduler and its first worker.",
                   _positive_seconds),
@@ -140,7 +183,7 @@ RUN_OPTIONS: dict[str, RunOption] = {
                   "Points per vectorised call (auto: about four chunks per worker).",
                   _at_least_one),
         RunOption("shard", "--shard", str,
-                  "Compute shard K of N (1-based; in a SLURM array: its task id)."),
+                  "Compute shard K of N (1-based), or 'slurm': this SLURM array task's shard."),
         RunOption("output", "--output", str, "Result file (.h5)."),
         RunOption("fail_fast", "--fail-fast", bool, "Stop at the first failed point."),
         RunOption("max_points", "--max-points", int,
@@ -407,8 +450,9 @@ def prepare_sweep(
     """The job, output and run options of ``richlazy sweep``, from the job file and flags.
 
     ``flags`` are the command line's switches that no job file sets (``resume``,
-    ``retry_failed``, ``force``, ``dry_run``, ``quiet``); ``env`` is where a SLURM array
-    task's shard is read when none is given.
+    ``retry_failed``, ``force``, ``dry_run``, ``quiet``); ``env`` is where ``--shard slurm``
+    reads its array task (default: this process's environment). No environment variable
+    changes what a sweep computes unless ``--shard slurm`` asks for it.
     """
     job_file = read_job_file(req.config) if req.config else None
     action, model, given = _model_and_params(req, req.action, job_file)
@@ -430,17 +474,24 @@ def prepare_sweep(
     backend = Backend(settings.get("backend", Backend.LOKY))
     if settings.get("scheduler") and backend != Backend.DASK:
         raise BadInput("--scheduler needs --backend dask")
+    if settings.get("cluster") and settings.get("scheduler") != SLURM_SCHEDULER:
+        raise BadInput("[run.cluster] is for the SLURM workers of --scheduler slurm")
     shard_text = settings.get("shard")
-    shard = parse_shard(str(shard_text)) if shard_text else shard_from_env(
-        dict(os.environ if env is None else env)
-    )
+    shard, shard_source = None, ""
+    if shard_text and str(shard_text).strip().lower() == SLURM_SHARD:
+        environ = dict(os.environ if env is None else env)
+        shard, shard_source = shard_from_env(environ), describe_slurm_task(environ)
+    elif shard_text:
+        shard = parse_shard(str(shard_text))
     opts = RunOptions(
         jobs=settings.get("jobs"),
         backend=backend,
         scheduler=settings.get("scheduler"),
+        cluster={**CLUSTER_DEFAULTS, **settings.get("cluster", {})},
         worker_timeout=float(settings.get("worker_timeout", 60.0)),
         chunk_size=settings.get("chunk_size"),
         shard=shard,
+        shard_source=shard_source,
         fail_fast=bool(settings.get("fail_fast", False)),
         max_bytes=parse_bytes(settings.get("max_bytes", DEFAULT_MAX_BYTES)),
         **flags,

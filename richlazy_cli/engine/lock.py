@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput
+from ..errors import BadInput, Busy
 from .store import check_name_length, os_error_message
 
 LOCK_SUFFIX = ".lock"
@@ -97,9 +97,9 @@ def _check_lock_file(path: Path, fd: int) -> None:
         raise _not_a_lock(path, f"a hard link ({info.st_nlink} names for one file)")
 
 
-def _busy(out: Path, owner: dict[str, Any]) -> BadInput:
+def _busy(out: Path, owner: dict[str, Any]) -> Busy:
     who = f"pid {owner.get('pid', '?')}, host {owner.get('host', '?')}"
-    return BadInput(f"{out}: another run is in progress ({who}); wait for it to finish")
+    return Busy(f"{out}: another run is in progress ({who}); wait for it to finish")
 
 
 def _pid_alive(pid: int) -> bool:

@@ -288,3 +288,58 @@ def previous_status(out: Path, manifest: dict[str, Any], size: int) -> np.ndarra
         return _checked_status(out, open_result(out), manifest, size)
     raise BadInput(f"nothing to resume: neither {out} nor {ppath} exists")
 
+
+
+class ContinueMode:
+    """What ``--continue`` does with an output (:func:`continue_mode`)."""
+
+    COMPLETE = "complete"
+    """The output holds every selected point of this sweep: nothing to do."""
+    RESUME = "resume"
+    """A parts folder or an incomplete result of this sweep: continue it."""
+    START = "start"
+    """Nothing there: start the sweep."""
+    REPLACE = "replace"
+    """Another sweep's parts or result, and ``--force``: start over, replacing them."""
+
+
+def continue_mode(out: Path, manifest: dict[str, Any], selected: np.ndarray, size: int,
+                  retry_failed: bool, force: bool) -> str:
+    """How ``--continue`` proceeds with ``out`` (a :class:`ContinueMode`), changing nothing.
+
+    The parts folder or result of this very sweep (same identity and fingerprint,
+    :mod:`.fingerprint`) is resumed, or left alone when complete; an absent output is started.
+    Another sweep's parts or result is replaced with ``--force`` (which is how a Makefile
+    recomputes a changed job file and keeps the work of an unchanged one) and refused without.
+    Read-only: safe to call before taking the output's lock.
+    """
+    out = Path(out)
+    ppath = parts_path(out)
+    state = folder_state(ppath)
+    if state == "foreign":
+        raise BadInput(f"{ppath} exists but was not made by richlazy; move or remove it yourself")
+    try:
+        if state == "sweep":
+            PartsFolder.open(ppath, manifest)  # BadInput when another sweep's
+            return ContinueMode.RESUME
+        if not out.exists():
+            return ContinueMode.START
+        status = _checked_status(out, open_result(out), manifest, size)
+    except BadInput as exc:
+        if force:
+            return ContinueMode.REPLACE
+        raise BadInput(f"{exc} (--continue --force replaces it)") from None
+    if _pending(status, selected, retry_failed) == 0:
+        return ContinueMode.COMPLETE
+    return ContinueMode.RESUME
+
+
+def is_complete(out: Path, manifest: dict[str, Any], selected: np.ndarray, size: int,
+                retry_failed: bool) -> bool:
+    """Whether ``out`` is a finished result of this sweep with no parts folder beside it: the
+    nothing-to-do of ``--resume`` and ``--continue``, found without writing anything (so that
+    a complete output on a read-only file system, or one whose lock another run holds, still
+    counts as done)."""
+    if folder_state(parts_path(out)) != "absent" or not Path(out).is_file():
+        return False
+    return _nothing_pending(Path(out), manifest, size, selected, retry_failed)

@@ -20,12 +20,21 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import itertools
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Executor,
+    Future,
+    InvalidStateError,
+    ThreadPoolExecutor,
+    wait,
+)
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,9 +52,16 @@ from .chunk import ChunkResult, ChunkTask, compute_chunk, load_native
 from .fingerprint import InputChanged, InputGuard
 from .footprint import OutputSize, case_sum, check_memory, declared_size, overhead
 from .grid import Shard
-from .job import Backend, Job, RunOptions
+from .job import SLURM_SCHEDULER, Backend, Job, RunOptions
 from .lock import output_lock
-from .output import previous_status, stamp_manifest, start_point
+from .output import (
+    ContinueMode,
+    continue_mode,
+    is_complete,
+    previous_status,
+    stamp_manifest,
+    start_point,
+)
 from .parts import PartsFolder, parts_path
 from .progress import Reporter
 from .store import provenance
@@ -204,9 +220,42 @@ class Route:
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+def slurm_cluster(jobs: int, options: dict[str, Any]) -> Any:
+    """A dask-jobqueue ``SLURMCluster`` scaled to ``jobs`` Dask workers (``--scheduler slurm``).
+
+    Each worker job runs ``options["processes"]`` single-threaded worker processes (threads per
+    worker = cores / processes, forced to one so that every worker computes one chunk with one
+    BLAS thread, as on every other route). The worker jobs inherit this environment (SLURM's
+    default ``--export=ALL``), so they find this Python and ``RICHLAZY_MODELS``; their BLAS
+    thread variables are set to 1 in the job script. Their logs go to ``logs/`` unless
+    ``log_directory`` says otherwise.
+    """
+    try:
+        from dask_jobqueue import SLURMCluster
+    except ImportError:
+        raise BadInput(
+            "--scheduler slurm needs dask-jobqueue: pip install 'richlazy[dask]'"
+        ) from None
+    kwargs = dict(options)
+    processes = int(kwargs.get("processes", 1))
+    kwargs["cores"] = processes  # one thread per worker process
+    kwargs["job_cpu"] = int(options.get("cores", processes))
+    prologue = [f"export {name}=1" for name in _THREAD_VARIABLES]
+    kwargs["job_script_prologue"] = [*prologue, *kwargs.get("job_script_prologue", [])]
+    kwargs.setdefault("log_directory", "logs")  # the worker jobs' logs, as the array's
+    try:
+        cluster = SLURMCluster(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise BadInput(f"[run.cluster]: {exc}") from None
+    cluster.scale(n=jobs)
+    return cluster
+
+
 @contextlib.contextmanager
-def dask_client(scheduler: str | None, jobs: int, timeout: float) -> Iterator[Any]:
-    """A dask.distributed client: a LocalCluster (``local``) or a running scheduler."""
+def dask_client(scheduler: str | None, jobs: int, timeout: float,
+                cluster_options: dict[str, Any] | None = None) -> Iterator[Any]:
+    """A dask.distributed client: a LocalCluster (``local``), SLURM-started workers
+    (``slurm``, :func:`slurm_cluster`) or a running scheduler."""
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -216,7 +265,10 @@ def dask_client(scheduler: str | None, jobs: int, timeout: float) -> Iterator[An
     address = scheduler or "local"
     cluster = None
     try:
-        if address == "local":
+        if address == SLURM_SCHEDULER:
+            cluster = slurm_cluster(jobs, cluster_options or {})
+            client = Client(cluster)
+        elif address == "local":
             cluster = LocalCluster(
                 n_workers=jobs,
                 threads_per_worker=1,
@@ -261,7 +313,7 @@ def open_route(job: Job, opts: RunOptions, workers: int) -> Iterator[Route]:
     if opts.backend != Backend.THREADS:
         release_freed_arrays()  # the parent only collects results: give them back when dropped
     if opts.backend == Backend.DASK:
-        with dask_client(opts.scheduler, workers, opts.worker_timeout) as client:
+        with dask_client(opts.scheduler, workers, opts.worker_timeout, opts.cluster) as client:
             # the shared parameters (which may hold data matrices) go to each worker once,
             # not once per task; `[base]`, since scattering a dict scatters its values
             [shared] = client.scatter([job.base], broadcast=True)
@@ -287,8 +339,32 @@ def open_route(job: Job, opts: RunOptions, workers: int) -> Iterator[Route]:
     try:
         yield Route(processes, job.base, ahead=2 * workers, in_process=False)
     except BaseException:  # interrupted, failed fast or failed: stop the workers now
-        processes.shutdown(wait=False, kill_workers=True)
+        with _quiet_cancelled_futures():
+            processes.shutdown(wait=True, kill_workers=True)
         raise
+
+
+@contextlib.contextmanager
+def _quiet_cancelled_futures() -> Iterator[None]:
+    """Silence loky's manager thread while it shuts down a pool whose futures were cancelled.
+
+    Shutting a loky pool down marks its unfinished futures failed; one the parent has just
+    cancelled (:func:`bounded` cancels what it leaves behind) raises ``InvalidStateError``
+    in that thread, and Python prints the thread's traceback on stderr: noise after an
+    interruption that is otherwise reported in one line. Other threads' errors still show.
+    """
+    previous = threading.excepthook
+
+    def hook(args: Any) -> None:
+        if not (args.exc_type is InvalidStateError and args.thread is not None
+                and args.thread.name == "ExecutorManagerThread"):
+            previous(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous
 
 
 def chunk_tasks(job: Job, chunks: Iterable[np.ndarray], in_process: bool) -> Iterator[ChunkTask]:
@@ -500,8 +576,10 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
     """
     if opts.backend not in BACKENDS:
         raise BadInput(f"--backend {opts.backend!r}: use one of {', '.join(BACKENDS)}")
-    if opts.retry_failed and not opts.resume:
-        raise BadInput("--retry-failed needs --resume")
+    if opts.retry_failed and not (opts.resume or opts.continue_):
+        raise BadInput("--retry-failed needs --resume or --continue")
+    if opts.continue_ and opts.resume:
+        raise BadInput("--continue already resumes: give --continue or --resume, not both")
     out = Path(out)
     man = manifest(job, opts.shard)
     stamp_manifest(man, job)  # input files' SHA-256 and the sweep's fingerprint
@@ -514,6 +592,9 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
     check_memory(job, output_size, _workers(job, opts, size))
     if opts.dry_run:
         status = previous_status(out, man, size) if opts.resume else None
+        if opts.continue_:
+            with contextlib.suppress(BadInput):  # nothing yet (or another sweep's): all
+                status = previous_status(out, man, size)
         the_plan = make_plan(job, opts, status)
         guess = estimate(job, the_plan)
         if output_size is None and guess is not None and guess.probe_bytes:
@@ -523,8 +604,27 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
             output_size.check(opts.max_bytes)  # a shortened probe only underestimates
         return RunOutcome(None, ExitCode.OK, plan=the_plan, estimate=guess,
                           output_size=output_size)
+    if (opts.resume or opts.continue_) and opts.use_parts and is_complete(
+        out, man, _selected(opts, size), size, opts.retry_failed
+    ):  # before the lock: a finished output is done even where no lock file can be made
+        return _nothing_to_do(out)
     with output_lock(out):  # one writer per output for the whole run (engine/lock.py)
+        if opts.continue_:  # decided again under the lock: another run may have moved on
+            mode = continue_mode(out, man, _selected(opts, size), size, opts.retry_failed,
+                                 opts.force)
+            if mode == ContinueMode.COMPLETE:
+                return _nothing_to_do(out)
+            opts = dataclasses.replace(opts, resume=mode == ContinueMode.RESUME,
+                                       force=mode == ContinueMode.REPLACE, continue_=False)
         return _execute_locked(job, out, opts, command, man, size)
+
+
+def _selected(opts: RunOptions, size: int) -> np.ndarray:
+    return opts.shard.select(size) if opts.shard else np.arange(size)
+
+
+def _nothing_to_do(out: Path) -> RunOutcome:
+    return RunOutcome(None, ExitCode.OK, message=f"{out}: complete, nothing to do")
 
 
 def _execute_locked(
@@ -534,7 +634,7 @@ def _execute_locked(
     # debris of killed runs, the --force and --resume checks, an idempotent resume (output.py)
     start = start_point(job, out, opts, man, command)
     if start.nothing_to_do:
-        return RunOutcome(None, ExitCode.OK, message=f"{out}: complete, nothing to do")
+        return _nothing_to_do(out)
     folder = start.folder
     status = folder.status(size) if folder is not None and opts.resume else None
     the_plan = make_plan(job, opts, status)
@@ -549,6 +649,9 @@ def _execute_locked(
     label = f"{job.model.name} {job.action}"
     collector = Collector(assembler, folder, InputGuard(start.manifest.get("inputs", [])))
     note = the_plan.note() if job.grid.dims else ""
+    if opts.shard:  # the first line says which shard this process computes
+        source = f" ({opts.shard_source})" if opts.shard_source else ""
+        note = f"shard {opts.shard}{source} of {the_plan.points} points: {note}"
     with Reporter(the_plan.pending, label, quiet=opts.quiet, note=note) as reporter:
         results = dispatch(job, the_plan, opts, reporter)
         try:
