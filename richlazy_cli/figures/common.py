@@ -106,14 +106,14 @@ def plain_math(text: str) -> list[str]:
 
 def _texts(fig: Figure) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
-    if fig._suptitle is not None:  # noqa: SLF001 - matplotlib keeps it there
-        out.append(("suptitle", fig._suptitle))  # noqa: SLF001
+    if fig._suptitle is not None:
+        out.append(("suptitle", fig._suptitle))
     for legend in fig.legends:
         out += [("legend", t) for t in legend.get_texts()]
     for ax in fig.axes:
         if not ax.get_visible():
             continue
-        out += [("title", t) for t in (ax.title, ax._left_title, ax._right_title)]  # noqa: SLF001
+        out += [("title", t) for t in (ax.title, ax._left_title, ax._right_title)]
         out += [("xlabel", ax.xaxis.label), ("ylabel", ax.yaxis.label)]
         if ax.get_legend() is not None:
             out += [("legend", t) for t in ax.get_legend().get_texts()]

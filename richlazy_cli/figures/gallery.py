@@ -23,7 +23,7 @@ from ..report.data import ResultFile
 from ..report.html import CSS
 from ..report.style import FORMATS, save, style
 from .common import Built
-from .registry import REGISTRY, PaperFigure, get, job_stem
+from .registry import REGISTRY, PaperFigure, get
 
 MANIFEST = "figures.json"
 
@@ -169,10 +169,17 @@ def _finish(out_dir: Path, entries: list[dict[str, Any]], title: str,
     (out_dir / "index.html").write_text(html, encoding="utf-8")
 
 
+def result_path(results: Path, job: str) -> Path:
+    """Where ``make`` writes the result of a job file: ``jobs/paper/X.toml`` →
+    ``RESULTS/paper/X.h5``, ``jobs/X.toml`` → ``RESULTS/X.h5``."""
+    rel = job.removeprefix("jobs/").removesuffix(".toml")
+    return Path(results) / f"{rel}.h5"
+
+
 def build_gallery(results: Path, out_dir: Path, fmt: str = "png", full: bool = False
                   ) -> list[dict[str, Any]]:
-    """Every registered figure, in paper order, from the results in the folder ``results``
-    (``STEM.h5`` for each job file ``jobs/…/STEM.toml``; ``full`` uses the paper-scale
+    """Every registered figure, in paper order, from the results under the folder
+    ``results`` (:func:`result_path` of each job file; ``full`` uses the paper-scale
     ``full_jobs``). A figure whose result is missing or unusable is listed as not built,
     with the reason, and links nothing."""
     results = Path(results)
@@ -186,7 +193,7 @@ def build_gallery(results: Path, out_dir: Path, fmt: str = "png", full: bool = F
     title = "richlazy: the papers' figures" + (" (paper scale)" if full else "")
     for fig_def in REGISTRY:
         jobs = fig_def.full_jobs if full and fig_def.full_jobs else fig_def.jobs
-        paths = [results / f"{job_stem(j)}.h5" for j in jobs]
+        paths = [result_path(results, j) for j in jobs]
         toc.append((fig_def.name, f"{fig_def.paper.split(',')[0]}: {fig_def.label}"))
         missing = [p for p in paths if not p.exists()]
         if missing:

@@ -359,7 +359,7 @@ def fig8(files: Sequence[ResultFile]) -> Built:
         for c, (name, label) in enumerate(names):
             ax = axes[r][c]
             for k, d in enumerate(deltas):
-                def get(m: int, name: str = name, k: int = k) -> np.ndarray:
+                def get(m: int, name: str = name, k: int = k, r: int = r) -> np.ndarray:
                     if name in ("w1", "w2"):
                         return _isel(rf, "w", delta=k, beta0=r, method=m)[:, int(name[1]) - 1]
                     return _isel(rf, name, delta=k, beta0=r, method=m)
@@ -443,7 +443,7 @@ def fig5a(files: Sequence[ResultFile]) -> Built:
                     and (ids.max() % len(REGION_COLOURS)) == 0:
                 pass  # the wrap-around region keeps colour 0; neighbours differ by one step
             if c == 0:
-                colours_at_init[key] = int(len(np.unique(ids % len(REGION_COLOURS))))
+                colours_at_init[key] = len(np.unique(ids % len(REGION_COLOURS)))
             ax.imshow(rgb[None, :, :], extent=(phi[0], phi[-1] + dphi, -ymax, ymax),
                       aspect="auto", interpolation="nearest")
             ax.plot(phi, f[s], color="k", lw=0.7)
@@ -670,14 +670,16 @@ def fig6b(files: Sequence[ResultFile]) -> Built:
             measured["accuracy"][f"{a:g}"] = float(acc.values)
     ax = fig.add_subplot(grid[:, -1])
     pos = categorical(ax, alphas, "y", "$\\alpha$")
-    ax.barh(pos, [measured["roughness"][f"{a:g}"] for a in alphas], color="0.6",
-            label="roughness $\\bar R$")
+    bars = [measured["roughness"][f"{a:g}"] for a in alphas]
+    ax.barh(pos, bars, color="0.7", height=0.6)
+    ax.set_xscale("log")
+    ax.set_xlim(min(bars) / 3, max(bars) * 6)
+    ax.invert_yaxis()  # the first alpha on top, as the filter rows
     ax.set_xlabel("roughness $\\bar R$ (end)")
-    for p, a in zip(pos, alphas, strict=True):
+    for p, a, b in zip(pos, alphas, bars, strict=True):
         acc = measured["accuracy"].get(f"{a:g}")
         if acc is not None:
-            ax.text(0.02, p, f"acc {acc:.2f}", transform=ax.get_yaxis_transform(), va="center",
-                    fontsize=5.5, color="w")
+            ax.text(b * 1.2, p, f"test acc. {acc:.2f}", va="center", fontsize=5.5)
     text = ("first-layer filter roughness R̄ at the end: " + ", ".join(
         f"α = {a}: {fmt(v)}" for a, v in measured["roughness"].items())
         + ("; test accuracy " + ", ".join(f"α = {a}: {v:.3f}" for a, v in
@@ -756,7 +758,7 @@ def fig6d(files: Sequence[ResultFile]) -> Built:
     ax.set_xlabel("optimiser step")
     ax.set_ylabel("accuracy")
     ax.legend(fontsize=5.5, loc="upper left")
-    med, cens, taus, _ = _steps_to_val(rf)
+    med, cens, _, _ = _steps_to_val(rf)
     row = _grid_index(rf, "tau", 1.0) if "tau" in rf.ds.dims else 0
     per = {f"{a:g}": (None if cens[row, j] or not np.isfinite(med[row, j]) else
                       float(med[row, j])) for j, a in enumerate(alphas)}

@@ -5,7 +5,8 @@ value that tests the claim is computed (docs/figures.md).
 ``REGISTRY`` is in paper order (Kunin et al. 2024, Azulay et al. 2021, Ren et al. 2025); the
 gallery (:mod:`.gallery`) draws them in that order. ``jobs`` are the small job files of
 ``make paper`` (``jobs/paper/``); ``full_jobs`` the paper-scale ones of ``make paper-full``.
-``tiny`` holds the overrides (``-p NAME=VALUE``) that shrink a job further for the test suite.
+``tiny`` holds the overrides (``-p NAME=VALUE``; ``grid.NAME`` for ``-g NAME=SPEC``) that shrink a
+job further for the test suite.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ REGISTRY: tuple[PaperFigure, ...] = (
          differs="d = 20, n = 200, 5 x 5 grid, 1 seed, 3000 steps (paper: d = 100, n = 1000, "
                  "17 x 17, 16 seeds, 10^5 steps)",
          build=kunin.fig1b, n_panels=2,
-         tiny={"jobs/paper/kunin-fig1b.toml": {**TWO_LAYER_TINY, "d": "5", "n": "30",
+         tiny={"jobs/paper/kunin-fig1b.toml": {**TWO_LAYER_TINY,
                                                "n_checkpoints": "4"}}),
     _fig(name="kunin-fig2", paper=KUNIN, label="Fig. 2",
          panels="trajectories (w1, w2, a) on the conserved surface a² − |w|² = δ",
@@ -154,7 +155,7 @@ REGISTRY: tuple[PaperFigure, ...] = (
                  "against smallest δ",
          differs="as Fig. 1b (reduced grid and size)",
          build=kunin.fig5b, n_panels=2,
-         tiny={"jobs/paper/kunin-fig1b.toml": {**TWO_LAYER_TINY, "d": "5", "n": "30",
+         tiny={"jobs/paper/kunin-fig1b.toml": {**TWO_LAYER_TINY,
                                                "n_checkpoints": "4"}}),
     _fig(name="kunin-fig6a", paper=KUNIN, label="Fig. 6a",
          panels="kernel, Hamming and parameter distance of a CNN against epochs, per α",
@@ -200,7 +201,8 @@ REGISTRY: tuple[PaperFigure, ...] = (
                  "counted as the budget)",
          differs="x + y mod 23, 2000 steps (not 30000), 1 seed (not 5)",
          build=kunin.fig6d, n_panels=1,
-         tiny={"jobs/paper/kunin-fig6d.toml": {"steps": "100", "eval_every": "25"}}),
+         tiny={"jobs/paper/kunin-fig6d.toml": {"steps": "100", "eval_every": "25",
+                                               "grid.tau": "0.5,1", "grid.alpha": "0.3,3"}}),
     _fig(name="kunin-fig7", paper=KUNIN, label="Fig. 7",
          panels="basins of a single neuron over initialisations (w0 · β*, a0)",
          jobs=("jobs/paper/kunin-fig7.toml",), full_jobs=("jobs/fig7.toml",),
@@ -257,7 +259,8 @@ REGISTRY: tuple[PaperFigure, ...] = (
          measure="the (τ, α) cell with the smallest uncensored median steps to grokking",
          differs="3 x 3 grid (paper 5 x 5), 1 seed, 2000 steps",
          build=kunin.fig12, n_panels=1, categorical=("x", "y"),
-         tiny={"jobs/paper/kunin-fig6d.toml": {"steps": "100", "eval_every": "25"}}),
+         tiny={"jobs/paper/kunin-fig6d.toml": {"steps": "100", "eval_every": "25",
+                                               "grid.tau": "0.5,1", "grid.alpha": "0.3,3"}}),
     _fig(name="azulay-diagonal", paper=AZULAY, label="Figure 7.1 (§7.1, §9)",
          panels="population error of a diagonal net against α, one line per shape s",
          jobs=("jobs/paper/azulay-diagonal.toml",), full_jobs=("jobs/azulay-diagonal.toml",),
