@@ -196,3 +196,58 @@ def test_figure_command(tiny_results: Path, tmp_path: Path, cli: Any) -> None:
                   tmp_path / "g")):
         bad = cli(*args)
         assert bad.code == 2 and len(bad.err.strip().splitlines()) == 1, bad.err
+
+
+# -- the generic report, read as a reader of the papers would ---------------------------------
+def test_report_labels_axes_captions_and_folder(tiny_results: Path, tmp_path: Path) -> None:
+    from richlazy_cli.report import build_report
+    from richlazy_cli.report.build import caption
+    from richlazy_cli.report.figures import draw_lines, draw_phase, draw_theory
+    from richlazy_cli.report.style import style
+
+    fig10 = tiny_results / "paper/kunin-fig10.h5"
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "old-figure.png").write_bytes(b"stale")
+    (out / "summary.json").write_text(json.dumps({"figures": [{"file": "old-figure.png"}]}))
+    summary = build_report([fig10], out)
+    assert not (out / "old-figure.png").exists()  # a rewritten folder keeps no stale figure
+    drawn_vars = {f["var"] for f in summary["figures"]}
+    assert not drawn_vars & {"teacher_W", "teacher_a"}  # constant over the grid: not drawn
+    assert any("teacher_W is the same at every grid point" in n for n in summary["notes"])
+    html = (out / "index.html").read_text(encoding="utf-8")
+    assert "<nav>" in html and all(f'href="#{f["file"]}"' in html for f in summary["figures"])
+    assert all(f'width: {f["width_in"]:.2f}in' in html for f in summary["figures"])
+
+    rf = ResultFile.load(fig10)
+    with style():
+        phase = draw_phase(rf, "test_loss", "tau", "delta", {}, "mean", contours=True)
+        curves = draw_lines(rf, "train_loss", "step", "delta", {}, "mean", "curves", "tau")
+        theory = draw_theory(ResultFile.load(tiny_results / "paper/kunin-fig8.h5"), "nu",
+                             "time", "delta", {}, "mean")
+    # tau in {0.1, 2} is two categories, not an interval reaching negative tau
+    assert layout(phase.fig)["x"][0] == "categorical"
+    assert [t.get_text() for t in phase.fig.axes[0].get_xticklabels()] == ["0.1", "2"]
+    for drawn in (phase, curves, theory):
+        assert check_text(drawn.fig) == [] and overflowing_text(drawn.fig) == []
+    assert not re.search(r"\d", theory.fig.axes[0].get_title())  # numbers go to the caption
+    assert "max |exact − numeric| = " in theory.description
+    for ax in curves.fig.axes:  # log axes stop 12 decades below their top
+        if ax.get_visible() and ax.get_yscale() == "log":
+            lo, hi = ax.get_ylim()
+            assert lo >= hi * 1e-13
+    # NaNs explained by the file's nan_meaning, not blamed on failed points
+    text = caption("learning curve of t", [], 3, {}, "the overlap never reached 0.9", 0)
+    assert "never reached 0.9" in text and "failed" not in text
+    assert "failed" in caption("learning curve of t", [], 3, {}, "", 3)
+
+
+def test_report_kind_lines_draws_azulay_against_alpha(tiny_results: Path, tmp_path: Path,
+                                                      cli: Any) -> None:
+    path = tiny_results / "paper/azulay-diagonal.h5"
+    result = cli("report", path, "--kind", "lines", "--var", "population_error", "-o",
+                 tmp_path / "lines", "-q")
+    assert result.code == 0, result.err
+    summary = json.loads((tmp_path / "lines" / "summary.json").read_text())
+    assert [f["kind"] for f in summary["figures"]] == ["lines"]
+    assert "against alpha" in summary["figures"][0]["caption"]

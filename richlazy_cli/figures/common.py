@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedFormatter
+from matplotlib.ticker import FixedFormatter, FuncFormatter
 
 from ..errors import BadInput
 from ..report.data import ResultFile
@@ -149,9 +149,14 @@ def _axis_kind(ax: Axes, which: str) -> str:
     axis = ax.xaxis if which == "x" else ax.yaxis
     if axis.get_scale() == "log":
         return "log"
-    if isinstance(axis.get_major_formatter(), FixedFormatter):
-        ticks = np.asarray(axis.get_majorticklocs(), dtype=float)
-        if ticks.size and np.allclose(ticks, np.round(ticks)):
+    # categories: ticks at 0, 1, ..., n-1 labelled by values that are not those positions
+    ticks = np.asarray(axis.get_majorticklocs(), dtype=float)
+    if ticks.size and np.allclose(ticks, np.arange(ticks.size)):
+        formatter = axis.get_major_formatter()
+        labels = [formatter(t, i) for i, t in enumerate(ticks)]
+        if isinstance(formatter, FixedFormatter | FuncFormatter) and any(
+                lab.replace("−", "-").strip("$") not in (f"{t:g}", f"{t:.1f}")
+                for lab, t in zip(labels, ticks, strict=True)):
             return "categorical"
     return "linear"
 

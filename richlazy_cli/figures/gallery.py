@@ -97,7 +97,8 @@ def write_figure(name: str, inputs: Sequence[Path], out_dir: Path, fmt: str = "p
     with style():
         save(built.fig, out_dir / file, fmt)
     return {"name": name, "file": file, "caption": caption(fig_def, built, files),
-            "measured": _jsonable(built.measured), "seconds": time.perf_counter() - start}
+            "measured": _jsonable(built.measured), "seconds": time.perf_counter() - start,
+            "width_in": float(built.fig.get_figwidth())}
 
 
 def _remove_stale(out_dir: Path, keep: set[str]) -> list[str]:
@@ -119,10 +120,23 @@ def _remove_stale(out_dir: Path, keep: set[str]) -> list[str]:
 
 def write_figures(names: Sequence[str], inputs: Sequence[Path], out_dir: Path,
                   fmt: str = "png") -> list[dict[str, Any]]:
-    """``richlazy figure NAME… RESULT.h5… -o DIR``: each figure from the inputs it needs."""
+    """``richlazy figure NAME… RESULT.h5… -o DIR``: each figure from the inputs it needs. The
+    folder's other registered figures stay (and stay in its index); anything else a previous
+    build listed is removed."""
     entries = [write_figure(n, inputs, out_dir, fmt) for n in names]
-    _finish(out_dir, entries, title="richlazy figures")
+    kept = [e for e in _previous(out_dir) if e.get("name") not in names
+            and (out_dir / str(e.get("file", ""))).is_file()]  # figures drawn one at a time
+    _finish(out_dir, kept + entries, title="richlazy figures")
     return entries
+
+
+def _previous(out_dir: Path) -> list[dict[str, Any]]:
+    try:
+        old = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
+        return [e for e in old.get("figures", []) if isinstance(e, dict) and "name" in e
+                and e["name"] in {f.name for f in REGISTRY}]
+    except (OSError, ValueError, AttributeError):
+        return []
 
 
 def _entry_html(fig_def: PaperFigure, entry: dict[str, Any] | None, why: str = "") -> str:
@@ -140,12 +154,14 @@ def _entry_html(fig_def: PaperFigure, entry: dict[str, Any] | None, why: str = "
     if c.get("notes"):
         rows.append(("Note", c["notes"]))
     dl = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in rows)
-    return (head + f'<figure class="paper"><a href="{href}"><img src="{href}" '
+    width = entry.get("width_in")
+    size = f' style="width: {float(width):.2f}in"' if width else ""  # its own size: 8 pt text
+    return (head + f'<figure class="paper"{size}><a href="{href}"><img src="{href}" '
             f'alt="{escape(fig_def.label)}"></a></figure><dl>{dl}</dl></section>')
 
 
 GALLERY_CSS = CSS + """
-figure.paper { display: block; width: 100%; max-width: 52em; margin: 0.5em 0; }
+figure.paper { display: block; width: 100%; max-width: 100%; margin: 0.5em 0; }
 nav ol { columns: 2; font-size: 0.9em; } p.paper { color: #666; margin-top: -0.5em; }
 p.missing { color: #a33; }
 """
@@ -215,7 +231,8 @@ def build_gallery(results: Path, out_dir: Path, fmt: str = "png", full: bool = F
             continue
         entry = {"name": fig_def.name, "file": file, "caption": caption(fig_def, built, files),
                  "measured": _jsonable(built.measured),
-                 "seconds": time.perf_counter() - start}
+                 "seconds": time.perf_counter() - start,
+                 "width_in": float(built.fig.get_figwidth())}
         entries.append(entry)
         sections.append(_entry_html(fig_def, entry))
     _finish(out_dir, entries, title, sections, toc)

@@ -8,6 +8,7 @@ docs/two-layer.md, docs/figures.md.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +22,6 @@ from ..report.data import ResultFile
 from .common import Built, categorical, find, fmt, log_floor, new_figure, values
 
 POSITIVE, NEGATIVE = "#c0392b", "#2c6fbb"
-REGION_COLOURS = ("#f3e3c3", "#c9dbe9", "#d8ead0", "#ead0e0", "#e6e6e6", "#fbe0b8")
 
 
 def _delta_colours(deltas: Sequence[float]) -> list[Any]:
@@ -309,7 +309,7 @@ def fig4b(files: Sequence[ResultFile]) -> Built:
     rf = find(files, "single-neuron", ("beta_inf", "beta_implicit"), ("delta",), "kunin-fig4b")
     deltas = values(rf, "delta")
     cols = _delta_colours(deltas)
-    fig = new_figure(height=3.0, width=3.4)
+    fig = new_figure(height=3.4, width=3.4)
     ax = fig.add_subplot()
     X = np.asarray(rf.params.get("X"), dtype=float)
     y = np.asarray(rf.params.get("y"), dtype=float)
@@ -330,11 +330,11 @@ def fig4b(files: Sequence[ResultFile]) -> Built:
     ax.plot(*b0, "ko", ms=3)
     ax.set_xlabel("$\\beta_1$")
     ax.set_ylabel("$\\beta_2$")
-    ax.set_aspect("equal")
+    ax.set_aspect("equal", adjustable="datalim")
     handles, labels = ax.get_legend_handles_labels()
     handles.append(Line2D([], [], marker="o", ls="", mfc="none", mec="k"))
-    labels.append("Theorem 3.1 prediction")
-    fig.legend(handles, labels, loc="outside right center", fontsize=5.5)
+    labels.append("Theorem 3.1")
+    fig.legend(handles, labels, loc="outside lower center", fontsize=5.5, ncols=4)
     spread = float(np.nanmax(np.linalg.norm(binf - binf[len(binf) // 2], axis=1)))
     gap = float(np.nanmax(np.linalg.norm(binf - bimp, axis=1)))
     text = (f"the end point β(∞) moves with δ along Xβ = y: largest distance from the δ = 0 end "
@@ -381,7 +381,9 @@ def fig8(files: Sequence[ResultFile]) -> Built:
             if r == rows - 1:
                 ax.set_xlabel("time $t$")
         if b0s is not None:
-            ang = np.degrees(np.arctan2(float(b0s[r][1]), float(b0s[r][0])))
+            b0 = b0s[r]
+            b0 = np.asarray(json.loads(b0) if isinstance(b0, str) else b0, dtype=float)
+            ang = np.degrees(np.arctan2(b0[1], b0[0]))
             axes[r][0].set_ylabel(f"$\\beta_0$ at ${ang:.0f}^\\circ$", fontsize=7)
     handles, labels = axes[0][2].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=len(labels))
@@ -395,14 +397,33 @@ def region_ids(W: np.ndarray, count: int) -> np.ndarray:
     """Activation regions on the circle of a bias-free ReLU layer: ids 0, 1, ... of the runs
     of identical activation pattern 1[w_k · u(φ) > 0] around the circle (the last run joined
     to the first when they share a pattern)."""
-    phi = 2.0 * np.pi * np.arange(count) / count
-    U = np.stack([np.cos(phi), np.sin(phi)], axis=1)
-    pattern = (U @ W.T) > 0
+    pattern = _patterns(W, count)
     change = np.any(pattern != np.roll(pattern, 1, axis=0), axis=1)
     ids = np.cumsum(change) - (1 if change[0] else 0)
     if not change[0] and ids[-1] > 0:  # the run through φ = 0 continues the last run
         ids[ids == ids[-1]] = 0
     return ids
+
+
+def _patterns(W: np.ndarray, count: int) -> np.ndarray:
+    phi = 2.0 * np.pi * np.arange(count) / count
+    U = np.stack([np.cos(phi), np.sin(phi)], axis=1)
+    return (U @ W.T) > 0
+
+
+def pattern_colours(W: np.ndarray, count: int, n_colours: int) -> np.ndarray:
+    """A colour index per grid angle that depends on the activation pattern alone (a fixed
+    pseudo-random code of the active set), so a region keeps its colour while the partition
+    is kept and changes colour where the pattern changes: the lazy rows show a fixed
+    partition, reweighted. (Neighbouring regions can share a colour by chance, 1 in
+    ``n_colours``; the boundaries are drawn too.)"""
+    pattern = _patterns(W, count)
+    code = np.random.default_rng(12345).integers(1, 2**31 - 1, size=W.shape[0])
+    return (pattern.astype(np.int64) @ code) % n_colours
+
+
+REGION_PALETTE = ("#f3e3c3", "#c9dbe9", "#d8ead0", "#ead0e0", "#e6e6e6", "#fbe0b8",
+                  "#d0d8f0", "#f0d0c8", "#e0f0f0", "#e8e0c8")
 
 
 def fig5a(files: Sequence[ResultFile]) -> Built:
@@ -419,6 +440,8 @@ def fig5a(files: Sequence[ResultFile]) -> Built:
     phi = np.degrees(np.asarray(rf.ds["angle"].values, dtype=float))
     dphi = phi[1] - phi[0]
     steps = np.asarray(rf.ds["step"].values)
+    palette = np.array([[int(h[k:k + 2], 16) / 255 for k in (1, 3, 5)]
+                        for h in REGION_PALETTE])
     regions: dict[str, list[int]] = {}
     colours_at_init: dict[str, int] = {}
     for r, (i, j) in enumerate(sels):
@@ -436,16 +459,13 @@ def fig5a(files: Sequence[ResultFile]) -> Built:
             ax = axes[r][c]
             ids = region_ids(W[s], count)
             regions[key].append(int(ids.max()) + 1)
-            palette = np.array([list(int(h[k:k + 2], 16) / 255 for k in (1, 3, 5))
-                                for h in REGION_COLOURS])
-            rgb = palette[ids % len(REGION_COLOURS)]
-            if len(np.unique(ids)) > 1 and ids[0] == ids[-1] == 0 \
-                    and (ids.max() % len(REGION_COLOURS)) == 0:
-                pass  # the wrap-around region keeps colour 0; neighbours differ by one step
+            colour = pattern_colours(W[s], count, len(REGION_PALETTE))
             if c == 0:
-                colours_at_init[key] = len(np.unique(ids % len(REGION_COLOURS)))
-            ax.imshow(rgb[None, :, :], extent=(phi[0], phi[-1] + dphi, -ymax, ymax),
+                colours_at_init[key] = int(np.unique(colour).size)
+            ax.imshow(palette[colour][None, :, :], extent=(phi[0], phi[-1] + dphi, -ymax, ymax),
                       aspect="auto", interpolation="nearest")
+            edges = phi[np.flatnonzero(np.diff(ids) != 0) + 1]
+            ax.vlines(edges, -ymax, ymax, colors="w", linewidths=0.3)
             ax.plot(phi, f[s], color="k", lw=0.7)
             ax.set_xlim(phi[0], phi[-1] + dphi)
             ax.set_ylim(-ymax, ymax)
@@ -461,19 +481,20 @@ def fig5a(files: Sequence[ResultFile]) -> Built:
             if r == len(sels) - 1:
                 ax.set_xlabel("input angle $\\varphi$ [deg]", fontsize=6)
         axes[r][0].set_ylabel(f"$\\tau={taus[i]:g}$\n$\\delta={deltas[j]:g}$", fontsize=6)
-    fig.legend(handles=[Line2D([], [], color="k", lw=0.7, label="output $f(\\varphi)$"),
-                        *[Patch(color=c) for c in REGION_COLOURS[:3]]],
-               labels=["output $f(\\varphi)$", "activation regions (one colour per region,",
-                       "cycling round the palette;", "a new colour where the pattern changes)"],
-               loc="outside lower center", ncols=4, fontsize=5.5)
+    fig.legend(handles=[Line2D([], [], color="k", lw=0.7),
+                        Patch(facecolor=REGION_PALETTE[0], edgecolor="0.6", lw=0.3)],
+               labels=["output $f(\\varphi)$", "activation region: its colour codes the "
+                       "activation pattern (kept partition, kept colours); white lines: "
+                       "boundaries"], loc="outside lower center", ncols=2, fontsize=5.5)
     change = {f"tau={taus[i]:g},delta={deltas[j]:g}":
               float(_isel(rf, "partition_change", tau=i, delta=j)[-1]) for i, j in sels}
-    lazy = [k for k in change if k.startswith(f"tau={max(taus):g}")]
-    rich = [k for k in change if k.startswith(f"tau={min(taus):g}")]
+    lazy = [k for k in change if k.startswith(f"tau={max(taus):g},")]
+    rich = [k for k in change if k.startswith(f"tau={min(taus):g},")
+            and float(k.split("delta=")[1]) >= 0]
     text = ("fraction of (angle, neuron) activations changed by the end: lazy (τ = "
-            f"{max(taus):g}) {fmt(max(change[k] for k in lazy))} at most, rich (τ = "
-            f"{min(taus):g}) {fmt(min(change[k] for k in rich))} at least; regions at "
-            f"initialisation {regions[lazy[0]][0]}")
+            f"{max(taus):g}) at most {fmt(max(change[k] for k in lazy))}, rich balanced or "
+            f"upstream (τ = {min(taus):g}, δ ≥ 0) up to {fmt(max(change[k] for k in rich))}; "
+            f"{regions[lazy[0]][0]} regions at initialisation")
     return Built(fig, {"partition_change": change, "regions": regions,
                        "colours_at_init": colours_at_init}, text)
 
@@ -698,11 +719,12 @@ def fig6c(files: Sequence[ResultFile]) -> Built:
     da = _seed_mean(rf.masked("final_test_acc")).transpose("alpha", "train_fraction")
     fig = new_figure(height=2.6, width=3.4)
     ax = fig.add_subplot()
-    star = {}
+    star, best = {}, {}
     for k, a in enumerate(alphas):
         v = np.asarray(da.isel(alpha=k).values, dtype=float)
         ax.plot(f, v, "o-", color=cols[k], ms=2.5, label=f"$\\alpha = {a:g}$")
         star[f"{a:g}"] = threshold_fraction(f, v)
+        best[f"{a:g}"] = float(np.nanmax(v))
     n_c = int(rf.params.get("n_classes", 8) or 8)
     ax.axhline(1.0 / n_c, color="0.5", ls=":", lw=0.8, label="chance")
     ax.set_xscale("log")
@@ -710,8 +732,9 @@ def fig6c(files: Sequence[ResultFile]) -> Built:
     ax.set_ylabel("test accuracy")
     ax.legend(fontsize=5.5)
     text = "sample complexity (training fraction where the accuracy reaches 0.5): " + ", ".join(
-        f"α = {a}: {'not reached' if not np.isfinite(v) else fmt(v)}" for a, v in star.items())
-    return Built(fig, {"f_star": star}, text)
+        f"α = {a}: {'not reached' if not np.isfinite(v) else fmt(v)}" for a, v in star.items()
+    ) + "; best test accuracy " + ", ".join(f"α = {a}: {v:.3f}" for a, v in best.items())
+    return Built(fig, {"f_star": star, "best_accuracy": best}, text)
 
 
 def _steps_to_val(rf: ResultFile) -> tuple[np.ndarray, np.ndarray, list[float], list[float]]:
@@ -762,9 +785,14 @@ def fig6d(files: Sequence[ResultFile]) -> Built:
     row = _grid_index(rf, "tau", 1.0) if "tau" in rf.ds.dims else 0
     per = {f"{a:g}": (None if cens[row, j] or not np.isfinite(med[row, j]) else
                       float(med[row, j])) for j, a in enumerate(alphas)}
+    val = rf.masked("val_acc")
+    val = val.isel(tau=row) if "tau" in val.dims else val
+    val = val.median("seed", skipna=True) if "seed" in val.dims else val
+    final = {f"{a:g}": float(val.isel(alpha=j).values[-1]) for j, a in enumerate(alphas)}
     text = "median steps to validation accuracy ≥ threshold: " + ", ".join(
-        f"α = {a}: {'not reached' if v is None else f'{v:.0f}'}" for a, v in per.items())
-    return Built(fig, {"steps_to_val": per}, text, notes)
+        f"α = {a}: {'not reached' if v is None else f'{v:.0f}'}" for a, v in per.items()
+    ) + "; final validation accuracy " + ", ".join(f"α = {a}: {v:.3f}" for a, v in final.items())
+    return Built(fig, {"steps_to_val": per, "final_val_acc": final}, text, notes)
 
 
 def fig12(files: Sequence[ResultFile]) -> Built:

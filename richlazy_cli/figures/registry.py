@@ -331,7 +331,8 @@ REGISTRY: tuple[PaperFigure, ...] = (
                  "interval",
          differs="d ≤ 48, 4 seeds (jobs/ren-sgd-dscaling.toml: d ≤ 128, 8 seeds)",
          build=ren.sample_complexity, n_panels=1,
-         tiny={"jobs/paper/ren-sample.toml": {"steps": "200000"}}),
+         tiny={"jobs/paper/ren-sample.toml": {"steps": "200000", "grid.d": "8,12,16",
+                                               "grid.seed": "range(2)"}}),
 )
 
 BY_NAME = {f.name: f for f in REGISTRY}

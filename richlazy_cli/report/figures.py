@@ -97,7 +97,13 @@ def _fill(text: str, width: int) -> str:
 def _title(ax: Any, name: str, notes: list[str]) -> None:
     """The panel's title: the variable's name in words; its selections and every number go
     into the caption (a title never clips)."""
-    ax.set_title(_fill(name.replace("_", " "), TITLE_CHARS), fontsize=7)
+    ax.set_title(_fill(_name_text(name), TITLE_CHARS), fontsize=7)
+
+
+def _name_text(name: str) -> str:
+    """A variable's name for a title: its symbol when it is a Greek letter (``nu`` → ν),
+    else its words (``kernel_distance`` → kernel distance)."""
+    return symbol(name) or name.replace("_", " ")
 
 
 def _group_label(group: str, value: Any) -> str:
@@ -109,6 +115,20 @@ def _group_label(group: str, value: Any) -> str:
 
 
 FLOOR = 1e-12  # a log value axis shows at most this many decades below its largest value
+
+
+def _clip_outliers(ax: Any, values: np.ndarray, notes: list[str]) -> None:
+    """A linear value axis whose extremes are spikes (a ratio such as ν = wᵀβ*/a diverges
+    where a crosses 0) is limited to the 2-98 % range of the values, padded, with a caption
+    note, so that the spikes do not flatten every other curve."""
+    v = values[np.isfinite(values)]
+    if v.size < 20:
+        return
+    lo, hi = np.percentile(v, [2, 98])
+    if hi > lo and (v.max() - v.min()) > 5.0 * (hi - lo):
+        pad = 0.15 * (hi - lo)
+        ax.set_ylim(lo - pad, hi + pad)
+        notes.append("value axis limited to the 2–98 % range of the values (spikes beyond)")
 
 
 def _clip_log(ax: Any, values: np.ndarray) -> None:
@@ -327,6 +347,8 @@ def draw_lines(
         if wants_log(all_values):
             ax.set_yscale("log", nonpositive="mask")
             _clip_log(ax, all_values)
+        elif k == 0:
+            _clip_outliers(ax, all_values, notes)
         if panel is not None:
             ax.set_title(_group_label(panel, panel_value), fontsize=7)
         if k % columns == 0:
@@ -338,7 +360,7 @@ def draw_lines(
     if panel is None:
         _title(axes[0], name, notes)
     else:
-        fig.suptitle(_fill(name.replace("_", " "), TITLE_CHARS * columns), fontsize=7)
+        fig.suptitle(_fill(_name_text(name), TITLE_CHARS * columns), fontsize=7)
         notes.append(f"one panel per {panel}")
     missing = int(np.sum(~np.isfinite(all_values)))
     what = "learning curve" if kind == "curves" else "line plot"
@@ -407,6 +429,8 @@ def draw_theory(
     if wants_log(np.asarray(da.values, dtype=float)):
         ax.set_yscale("log", nonpositive="mask")
         _clip_log(ax, np.asarray(da.values, dtype=float))
+    else:
+        _clip_outliers(ax, np.asarray(da.values, dtype=float), notes)
     ax.set_xlabel(_fill(_coord_label(rf, x), X_CHARS))
     ax.set_ylabel(_fill(label(rf.ds[name], name, math=True), Y_CHARS))
     handles, labels = ax.get_legend_handles_labels()
