@@ -173,14 +173,17 @@ def test_gallery_links_only_files_that_exist(tiny_results: Path, tmp_path: Path)
     assert html.count('<li><a href="#') == len(REGISTRY)
     for part in ("Claim", "Measured", "Job files", "Differs from the paper"):
         assert html.count(f"<dt>{part}</dt>") == len(REGISTRY)
-    # a missing result is listed as not built and links nothing
-    (tiny_results / "paper/kunin-fig7.h5").rename(tmp_path / "moved.h5")
-    try:
-        gallery.build_gallery(tiny_results, out)
-    finally:
-        (tmp_path / "moved.h5").rename(tiny_results / "paper/kunin-fig7.h5")
+    # a missing result is listed as not built and links nothing; its old figure is removed
+    partial = tmp_path / "partial"
+    (partial / "paper").mkdir(parents=True)
+    (partial / "paper/kunin-fig3.h5").write_bytes((tiny_results / "paper/kunin-fig3.h5")
+                                                   .read_bytes())
+    built_now = gallery.build_gallery(partial, out)
+    assert {e["name"] for e in built_now} == {"kunin-fig2", "kunin-fig3", "kunin-fig4a",
+                                              "kunin-fig9"}
     html = (out / "index.html").read_text(encoding="utf-8")
-    assert "Not built" in html and not (out / "kunin-fig7.png").exists()
+    assert html.count("Not built") == len(REGISTRY) - 4
+    assert not (out / "kunin-fig7.png").exists()
     assert all((out / link).is_file() for link in re.findall(r'(?:src|href)="([^"#]+)"', html))
 
 

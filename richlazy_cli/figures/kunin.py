@@ -534,7 +534,7 @@ def fig9(files: Sequence[ResultFile], seed: int = 0) -> Built:
 
     fig = new_figure(height=3.0, width=6.8)
     axes = fig.subplots(1, 2)
-    n = 301
+    n = 241
     g = np.linspace(-1.0, 1.0, n)
     X = np.stack(np.meshgrid(g, g), axis=-1).reshape(-1, 2)
     measured: dict[str, Any] = {}
