@@ -257,7 +257,7 @@ def test_colour_scales_and_labels(phase_file: Path, theory_file: Path) -> None:
     assert all(to_rgb(ln.get_color()) == (0.0, 0.0, 0.0) for ln in exact)
     # the number is in the caption, in full; the title names the variable only (never clips)
     assert "max |exact − numeric| = " in drawn.description
-    assert drawn.fig.axes[0].get_title() == "beta"
+    assert drawn.fig.axes[0].get_title() == r"$\beta$"
 
 
 def test_summary_numbers_equal_direct_xarray(phase_file: Path, theory_file: Path,

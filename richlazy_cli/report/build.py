@@ -252,7 +252,9 @@ def provenance_fields(rf: ResultFile) -> dict[str, str]:
         "model": rf.model,
         "action": rf.action,
         ("parameters differing from defaults" if known else "parameters"): params,
-        "grid": ", ".join(f"{k} = {v}" for k, v in rf.grid.items()) or "none (single run)",
+        "grid": ", ".join(f"{k} = {v}" if len(v) <= 60 else
+                          f"{k} = {rf.ds.sizes.get(k, '?')} values (see the file's grid)"
+                          for k, v in rf.grid.items()) or "none (single run)",
     }
     if counts["total"]:
         fields["points"] = (f"{counts['done']} of {counts['total']} ok, {counts['failed']} failed, "

@@ -417,14 +417,17 @@ def draw_theory(
             parts = [m] if len(numeric) > 1 or group is None else []
             if group is not None:
                 parts.append(_group_label(group, value))
-            ax.plot(xs, ys, color=palette[k], label=", ".join(parts), zorder=2)
+            # two time points are two states, not a trajectory: markers, no joining line
+            style = {"ls": "none", "marker": "o", "ms": 3} if xs.size <= 2 else {}
+            ax.plot(xs, ys, color=palette[k], label=", ".join(parts), zorder=2, **style)
             k += 1
             if ref is not None:
                 diff = np.abs(ref - ys)
                 if np.any(np.isfinite(diff)):
                     worst = float(np.nanmax([worst, np.nanmax(diff)]))
         if ref is not None:
-            ax.plot(xs, ref, color="k", linestyle="--", linewidth=1.0, zorder=3,
+            ax.plot(xs, ref, color="k", linestyle="--" if xs.size > 2 else "none",
+                    marker=None if xs.size > 2 else "x", linewidth=1.0, zorder=3,
                     label=reference if i == 0 else None)
     if wants_log(np.asarray(da.values, dtype=float)):
         ax.set_yscale("log", nonpositive="mask")
@@ -446,7 +449,9 @@ def draw_theory(
     missing = int(np.sum(~np.isfinite(np.asarray(da.values, dtype=float))))
     description = f"theory overlay of {label(rf.ds[name], name)} against {x}"
     if reference is not None:
-        description += f", {reference} dashed black, numeric solid"
+        description += (f", {reference} dashed black, numeric solid" if xs.size > 2 else
+                        f" at its {xs.size} output times (markers: no trajectory between "
+                        f"them), {reference} black crosses")
         if np.isfinite(worst):
             description += f", max |{reference} − numeric| = {worst:.3g}"
         else:
