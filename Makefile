@@ -30,6 +30,8 @@ help:
 	@echo "make fig6b-small  first-layer filter smoothness (roughness) vs alpha on digits24"
 	@echo "make fig6c-small  random hierarchy model: accuracy vs training fraction and alpha"
 	@echo "make fig6d-reduced  grokking of modular arithmetic: steps to grokking vs alpha"
+	@echo "make paper     every paper figure from small runs -> reports/paper/index.html"
+	@echo "make paper-full  the same from the paper-scale results -> reports/paper-full/"
 
 install: $(STAMP)
 
@@ -120,3 +122,26 @@ bench: install
 
 clean:
 	rm -rf $(VENV) results/*.h5 reports
+
+# -- the paper gallery: every registered figure in paper order (docs/figures.md) ------------
+# `make paper` runs the small job files of jobs/paper/ (about 15-25 min on 2 cores) and draws
+# reports/paper/index.html; `make paper-full` draws it from the paper-scale job files (days on
+# 2 cores: run those sweeps on a GPU or a cluster first, then make paper-full draws them).
+.PHONY: paper paper-full
+PAPER_RESULTS := $(patsubst jobs/paper/%.toml,$(RESULTS)/paper/%.h5,$(wildcard jobs/paper/*.toml))
+PAPER_FULL_RESULTS := $(addprefix $(RESULTS)/,fig1a.h5 fig1b.h5 single-neuron-delta.h5 \
+	fig5a.h5 cnn-digits-alpha.h5 filters-digits24.h5 rhm-alpha.h5 grokking-alpha.h5 fig7.h5 \
+	fig8.h5 azulay-diagonal.h5 azulay-fc.h5 ren-fig2-small.h5 ren-fig2.h5 ren-sgd-dscaling.h5 \
+	paper/kunin-fig4b.h5)
+
+$(RESULTS)/paper/%.h5: jobs/paper/%.toml | $(STAMP)
+	@mkdir -p $(dir $@)
+	$(RICHLAZY) sweep -c $< -o $@ --jobs $(JOBS) --force -q
+
+paper: $(PAPER_RESULTS)
+	$(RICHLAZY) figure --gallery $(RESULTS) -o $(REPORTS)/paper -q
+	@echo "gallery: $(REPORTS)/paper/index.html"
+
+paper-full: $(PAPER_FULL_RESULTS)
+	$(RICHLAZY) figure --gallery $(RESULTS) --full -o $(REPORTS)/paper-full -q
+	@echo "gallery: $(REPORTS)/paper-full/index.html"

@@ -403,6 +403,47 @@ def report_cmd(
         print(output / "index.html")
 
 
+# -- figure: the papers' figures (richlazy_cli/figures, docs/figures.md) ---------------------
+@app.command("figure")
+def figure_cmd(
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="NAME [IN.h5...]", help="A registered figure and its results."),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", metavar="DIR", help="Output folder.")
+    ] = None,
+    list_: Annotated[bool, flag("--list", help="List the registered figures.")] = False,
+    gallery: Annotated[
+        Path | None,
+        typer.Option("--gallery", metavar="RESULTS", help="Draw every registered figure from "
+                     "the results in this folder, with index.html."),
+    ] = None,
+    full: Annotated[bool, flag("--full", help="With --gallery: the paper-scale jobs.")] = False,
+    fmt: Annotated[Format, typer.Option("--format", help="Figure format.")] = Format.PNG,
+    quiet: QuietOpt = False,
+) -> None:
+    """Draw a paper's figure as the paper lays it out, captioned with its claim and the
+    measured value (--list names them; --gallery draws them all)."""
+    from .figures import gallery as gal
+
+    if list_:
+        print(gal.listing())
+        return
+    if output is None:
+        raise BadInput("-o DIR is required")
+    if gallery is not None:
+        entries = gal.build_gallery(gallery, output, fmt=fmt, full=full)
+    else:
+        if not args:
+            raise BadInput("give a figure NAME and its result files (richlazy figure --list)")
+        entries = gal.write_figures([args[0]], [Path(a) for a in args[1:]], output, fmt=fmt)
+    if not quiet:
+        for e in entries:
+            print(f"{e['name']}: {e['caption']['measured']} [{e['seconds']:.1f} s]")
+        print(output / "index.html")
+
+
 # -- entry point ----------------------------------------------------------------------------
 def _error(message: str, code: int) -> int:
     print(f"richlazy: error: {message}", file=sys.stderr)

@@ -37,11 +37,10 @@ from ..errors import BadInput
 from ..models.params import jsonable
 from . import kunin
 from .data import REDUCTIONS, ResultFile, format_value, resolve_at
+from .families import family_figures
 from .figures import Drawn, draw_lines, draw_phase, draw_theory
-from .grokking import grokking_figures
 from .html import render_index
 from .options import ReportKind
-from .practice import practice_figures
 from .style import FORMATS, save, style
 from .summary import variable_stats
 
@@ -169,9 +168,16 @@ def _plan_file(
                 panel = _group(rf, dims, (cx, group), at) if group is not None else None
                 plans.append(Plan("curves", rf, name, {"x": cx, "group": group, "panel": panel}))
         if kind == "lines" or (kind == "auto" and len(free) == 1 and not has_method):
-            lx = x if x is not None and x in dims else (free[0] if len(free) == 1 else None)
+            # an explicit --kind lines over two or more grid dimensions: x is --x (else the
+            # first), one line per value of the next (Azulay et al.'s error against alpha,
+            # one line per s), one panel per value of a third
+            lx = x if x is not None and x in dims else (
+                free[0] if len(free) == 1 or (kind == "lines" and free) else None)
             if lx is not None and lx in dims:
-                plans.append(Plan("lines", rf, name, {"x": lx, "group": None}))
+                group = _group(rf, dims, (lx,), at) if kind == "lines" else None
+                panel = _group(rf, dims, (lx, group), at) if group is not None else None
+                plans.append(Plan("lines", rf, name, {"x": lx, "group": group,
+                                                      "panel": panel}))
     if kind not in ("auto", "scaling") and not plans:
         raise BadInput(f"--kind {kind} does not apply to {rf.path.name}: " + _why(rf, kind))
     return plans
@@ -183,6 +189,20 @@ def _all_failed(rf: ResultFile) -> str:
         return (f"all {counts['total']} points failed ({counts['failed']} failed, "
                 f"{counts['missing']} not computed): nothing to draw")
     return f"none of the {counts['total']} points was computed: nothing to draw"
+
+
+def is_constant(rf: ResultFile, name: str) -> bool:
+    """Whether ``name`` takes the same value at every grid point (a teacher shared by every
+    configuration, a sign that never changes): a set-up echoed per point, not a result, so
+    it is not drawn (``--var`` still draws it). A variable without a grid dimension, or with a
+    time axis, is never constant in this sense."""
+    da = rf.masked(name)
+    grid = [d for d in rf.grid_dims if d in da.dims and da.sizes[d] > 1]
+    if not grid or rf.time_dim(name) is not None:
+        return False
+    first = da.isel({d: 0 for d in grid})
+    same = (da == first) | (da.isnull() & first.isnull())
+    return bool(same.all())
 
 
 def _has_values(rf: ResultFile, name: str) -> bool:
@@ -232,7 +252,9 @@ def provenance_fields(rf: ResultFile) -> dict[str, str]:
         "model": rf.model,
         "action": rf.action,
         ("parameters differing from defaults" if known else "parameters"): params,
-        "grid": ", ".join(f"{k} = {v}" for k, v in rf.grid.items()) or "none (single run)",
+        "grid": ", ".join(f"{k} = {v}" if len(v) <= 60 else
+                          f"{k} = {rf.ds.sizes.get(k, '?')} values (see the file's grid)"
+                          for k, v in rf.grid.items()) or "none (single run)",
     }
     if counts["total"]:
         fields["points"] = (f"{counts['done']} of {counts['total']} ok, {counts['failed']} failed, "
@@ -242,15 +264,27 @@ def provenance_fields(rf: ResultFile) -> dict[str, str]:
     return fields
 
 
-def caption(drawn_description: str, notes: list[str], missing: int, fields: dict[str, str]
-            ) -> str:
+def caption(drawn_description: str, notes: list[str], missing: int, fields: dict[str, str],
+            nan_meaning: str = "", failed_points: int = 0) -> str:
+    """The figure's caption. Missing values are blamed on failed points only when the file has
+    failed points; a variable whose ``nan_meaning`` attribute says what a NaN means (a
+    threshold never reached, no teacher) has it quoted instead."""
     text = drawn_description[0].upper() + drawn_description[1:]
     if notes:
         text += f" ({'; '.join(notes)})"
     text += "."
     if missing:
-        text += f" {missing} missing value{'s' if missing != 1 else ''} (failed or not computed)"
-        text += " shown as gaps or hatched grey."
+        plural = "s" if missing != 1 else ""
+        if nan_meaning and not failed_points:
+            text += f" {missing} value{plural} not a number ({nan_meaning}), shown as gaps " \
+                "or hatched grey."
+        elif nan_meaning:
+            text += (f" {missing} missing value{plural}, shown as gaps or hatched grey: "
+                     f"{failed_points} failed or uncomputed point(s), the rest NaN because "
+                     f"{nan_meaning}.")
+        else:
+            text += f" {missing} missing value{plural} (failed or not computed)"
+            text += " shown as gaps or hatched grey."
     text += " " + "; ".join(f"{k}: {v}" for k, v in fields.items()) + "."
     return text
 
@@ -338,6 +372,15 @@ def _scaling_figures(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, 
     return entries
 
 
+def _previous_figures(out_dir: Path) -> set[str]:
+    """The figure files a previous report in ``out_dir`` listed in its summary.json."""
+    try:
+        old = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
+        return {str(f["file"]) for f in old.get("figures", []) if "/" not in str(f["file"])}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return set()
+
+
 def build_report(
     inputs: Sequence[Path],
     out_dir: Path,
@@ -390,7 +433,10 @@ def build_report(
             continue
         drawable = []
         for name in names[rf.stem]:
-            if _has_values(rf, name):
+            if not variables and is_constant(rf, name):
+                notes[rf.stem].append(f"{name} is the same at every grid point: not drawn "
+                                      "(--var draws it)")
+            elif _has_values(rf, name):
                 drawable.append(name)
             else:
                 notes[rf.stem].append(f"{name} has no valid value (every point failed or is "
@@ -403,6 +449,7 @@ def build_report(
         raise BadInput("nothing to draw: no variable has a grid, step, time or method dimension")
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    previous = _previous_figures(out_dir)
     fields = {rf.stem: provenance_fields(rf) for rf in files}
     figures: list[dict[str, Any]] = []
     with style():
@@ -414,7 +461,10 @@ def build_report(
             entry: dict[str, Any] = {
                 "file": name, "kind": plan.kind, "var": plan.var, "source": str(rf.path),
                 "caption": caption(drawn.description, drawn.notes, drawn.missing,
-                                   fields[rf.stem]),
+                                   fields[rf.stem],
+                                   str(rf.ds[plan.var].attrs.get("nan_meaning", "")),
+                                   rf.point_counts()["failed"] + rf.point_counts()["missing"]),
+                "width_in": float(drawn.fig.get_figwidth()),
                 "stem": rf.stem, "missing": drawn.missing,
             }
             if plan.kind == "theory":
@@ -427,11 +477,15 @@ def build_report(
             from .theory_extra import extra_figures
 
             figures += extra_figures(files, out_dir, fmt, fields)
-        if kind == "auto":  # the practice models' own figures (report/practice.py)
+        if kind == "auto":  # the model families' own figures (report/families.py)
             for rf in files:
-                figures += practice_figures(rf, out_dir, fmt, fields[rf.stem])
-                figures += grokking_figures(rf, out_dir, fmt, fields[rf.stem])
+                figures += family_figures(rf, out_dir, fmt, fields[rf.stem])
 
+    written = {str(f["file"]) for f in figures}
+    for stale in previous - written:  # a rewritten folder keeps no figure of an older report
+        path = out_dir / stale
+        if path.parent == out_dir and path.is_file():
+            path.unlink()
     stats = {rf.stem: {v: variable_stats(rf, v) for v in names[rf.stem]} for rf in files}
     summary = {"inputs": [str(p) for p in inputs], "figures": figures, "variables": stats,
                "notes": [f"{stem}: {text}" for stem, texts in notes.items() for text in texts]}

@@ -82,14 +82,76 @@ def _sorted(da: xr.DataArray, *dims: str) -> xr.DataArray:
     return da
 
 
+_MATH = re.compile(r"(?<!\\)\$.*?(?<!\\)\$")
+_KEEP = "\u00a0"  # a no-break space while wrapping: a formula is never split across lines
+
+
 def _fill(text: str, width: int) -> str:
-    """Wrap a label onto lines of at most ``width`` characters (matplotlib does not)."""
-    return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)
+    """Wrap a label onto lines of at most ``width`` characters (matplotlib does not), never
+    inside a ``$…$`` formula (a split formula is not mathtext and prints raw)."""
+    protected = _MATH.sub(lambda m: m.group(0).replace(" ", _KEEP), text)
+    wrapped = textwrap.fill(protected, width, break_long_words=False, break_on_hyphens=False)
+    return wrapped.replace(_KEEP, " ")
 
 
 def _title(ax: Any, name: str, notes: list[str]) -> None:
-    text = name if not notes else f"{name}: " + ", ".join(notes)
-    ax.set_title(_fill(text, TITLE_CHARS), fontsize=7)
+    """The panel's title: the variable's name in words; its selections and every number go
+    into the caption (a title never clips)."""
+    ax.set_title(_fill(_name_text(name), TITLE_CHARS), fontsize=7)
+
+
+def _name_text(name: str) -> str:
+    """A variable's name for a title: its symbol when it is a Greek letter (``nu`` → ν),
+    else its words (``kernel_distance`` → kernel distance)."""
+    return symbol(name) or name.replace("_", " ")
+
+
+def _group_label(group: str, value: Any) -> str:
+    """A legend entry ``$\\tau = 0.1$`` (``group = value`` when the name is not a symbol)."""
+    sym = symbol(group) or (f"${group}$" if len(group) == 1 and group.isalpha() else None)
+    if sym is not None:
+        return f"{sym[:-1]} = {_short(value)}$"
+    return f"{group.replace('_', ' ')} = {_short(value)}"
+
+
+FLOOR = 1e-12  # a log value axis shows at most this many decades below its largest value
+
+
+def _clip_outliers(ax: Any, values: np.ndarray, notes: list[str]) -> None:
+    """A linear value axis whose extremes are spikes (a ratio such as ν = wᵀβ*/a diverges
+    where a crosses 0) is limited to the 2-98 % range of the values, padded, with a caption
+    note, so that the spikes do not flatten every other curve."""
+    v = values[np.isfinite(values)]
+    if v.size < 20:
+        return
+    lo, hi = np.percentile(v, [2, 98])
+    if hi > lo and (v.max() - v.min()) > 5.0 * (hi - lo):
+        pad = 0.15 * (hi - lo)
+        ax.set_ylim(lo - pad, hi + pad)
+        notes.append("value axis limited to the 2–98 % range of the values (spikes beyond)")
+
+
+def _clip_log(ax: Any, values: np.ndarray) -> None:
+    """Stop a log value axis 12 decades below the largest value (integrator round-off, e.g.
+    a loss at 1e-42, would flatten every curve above it)."""
+    v = values[np.isfinite(values) & (values > 0)]
+    if v.size:
+        lo, hi = float(v.min()), float(v.max())
+        if lo < hi * FLOOR:
+            ax.set_ylim(bottom=hi * FLOOR)
+
+
+def is_categorical(rf: ResultFile, dim: str) -> bool:
+    """Whether a grid dimension is a list of values to draw as categories: a ``list`` grid
+    (``tau = "0.1,2"``) that is neither evenly nor log-evenly spaced with three or more values.
+    Two listed values are always categories: a cell around τ = 0.1 on a continuous axis would
+    span negative τ."""
+    if dim not in rf.ds.coords or str(rf.ds[dim].attrs.get("spacing", "")) != "list":
+        return False
+    v = np.asarray(rf.ds[dim].values, dtype=float)
+    if v.size <= 2:
+        return True
+    return not is_log_spaced(rf, dim) and not np.allclose(np.diff(v), np.diff(v)[0])
 
 
 # -- phase diagrams -------------------------------------------------------------------------
@@ -117,18 +179,26 @@ def draw_phase(
         z.filled(np.nan), is_magnitude(name, str(rf.ds[name].attrs.get("long_name", "")))
     )
 
+    catx, caty = is_categorical(rf, x), is_categorical(rf, y)
+    logx, logy = logx and not catx, logy and not caty
+    xp = np.arange(xc.size, dtype=float) if catx else xc  # cell centres as drawn
+    yp = np.arange(yc.size, dtype=float) if caty else yc
     fig = new_figure()
     ax = fig.add_subplot()
     if logx:
         ax.set_xscale("log")
     if logy:
         ax.set_yscale("log")
-    xe, ye = edges(xc, logx), edges(yc, logy)
+    xe, ye = edges(xp, logx), edges(yp, logy)
     ax.add_patch(Rectangle((xe[0], ye[0]), xe[-1] - xe[0], ye[-1] - ye[0], zorder=0, **_hatch()))
     mesh = ax.pcolormesh(xe, ye, z, cmap=cmap, norm=norm, shading="flat", zorder=1,
                          edgecolors="face", linewidth=0)
     ax.set_xlim(xe[0], xe[-1])
     ax.set_ylim(ye[0], ye[-1])
+    if catx:
+        ax.set_xticks(xp, [_short(v) for v in xc])
+    if caty:
+        ax.set_yticks(yp, [_short(v) for v in yc])
     ax.set_xlabel(_fill(_coord_label(rf, x), X_CHARS))
     ax.set_ylabel(_fill(_coord_label(rf, y), Y_CHARS))
     bar = fig.colorbar(mesh, ax=ax)
@@ -139,7 +209,8 @@ def draw_phase(
             levels = np.geomspace(float(z.min()), float(z.max()), 7)[1:-1]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            ax.contour(xc, yc, z, levels=levels, colors="k", linewidths=0.5, zorder=2)
+            cs = ax.contour(xp, yp, z, levels=levels, colors="k", linewidths=0.5, zorder=2)
+            ax.clabel(cs, fontsize=5, fmt=lambda v: f"{v:.3g}")
     missing = int(np.ma.count_masked(z))
     if missing:
         fig.legend(handles=[Patch(label="failed or missing", **_hatch())],
@@ -264,7 +335,7 @@ def draw_lines(
             ax.set_xscale("log", nonpositive="mask")
         for i, value in enumerate(values):
             colour = palette[i] if group is not None else "C0"
-            line_label = None if group is None else f"{group} = {_short(value)}"
+            line_label = None if group is None else _group_label(group, value)
             ys = _pick(c, group, i)
             ax.plot(xs, ys, color=colour, label=line_label,
                     marker="o" if xs.size < 20 else None, markersize=2.5)
@@ -275,8 +346,11 @@ def draw_lines(
                 ax.fill_between(xs, low, high, color=colour, alpha=0.25, linewidth=0)
         if wants_log(all_values):
             ax.set_yscale("log", nonpositive="mask")
+            _clip_log(ax, all_values)
+        elif k == 0:
+            _clip_outliers(ax, all_values, notes)
         if panel is not None:
-            ax.set_title(f"{panel} = {_short(panel_value)}", fontsize=7)
+            ax.set_title(_group_label(panel, panel_value), fontsize=7)
         if k % columns == 0:
             ax.set_ylabel(_fill(label(rf.ds[name], name, math=True), Y_CHARS))
         if k >= len(panels) - columns:
@@ -286,8 +360,7 @@ def draw_lines(
     if panel is None:
         _title(axes[0], name, notes)
     else:
-        fig.suptitle(_fill(name if not notes else f"{name}: " + ", ".join(notes),
-                           TITLE_CHARS * columns), fontsize=7)
+        fig.suptitle(_fill(_name_text(name), TITLE_CHARS * columns), fontsize=7)
         notes.append(f"one panel per {panel}")
     missing = int(np.sum(~np.isfinite(all_values)))
     what = "learning curve" if kind == "curves" else "line plot"
@@ -343,18 +416,24 @@ def draw_theory(
             ys = np.asarray(sub.isel(method=methods.index(m)).values, dtype=float)
             parts = [m] if len(numeric) > 1 or group is None else []
             if group is not None:
-                parts.append(f"{group} = {_short(value)}")
-            ax.plot(xs, ys, color=palette[k], label=", ".join(parts), zorder=2)
+                parts.append(_group_label(group, value))
+            # two time points are two states, not a trajectory: markers, no joining line
+            style = {"ls": "none", "marker": "o", "ms": 3} if xs.size <= 2 else {}
+            ax.plot(xs, ys, color=palette[k], label=", ".join(parts), zorder=2, **style)
             k += 1
             if ref is not None:
                 diff = np.abs(ref - ys)
                 if np.any(np.isfinite(diff)):
                     worst = float(np.nanmax([worst, np.nanmax(diff)]))
         if ref is not None:
-            ax.plot(xs, ref, color="k", linestyle="--", linewidth=1.0, zorder=3,
+            ax.plot(xs, ref, color="k", linestyle="--" if xs.size > 2 else "none",
+                    marker=None if xs.size > 2 else "x", linewidth=1.0, zorder=3,
                     label=reference if i == 0 else None)
     if wants_log(np.asarray(da.values, dtype=float)):
         ax.set_yscale("log", nonpositive="mask")
+        _clip_log(ax, np.asarray(da.values, dtype=float))
+    else:
+        _clip_outliers(ax, np.asarray(da.values, dtype=float), notes)
     ax.set_xlabel(_fill(_coord_label(rf, x), X_CHARS))
     ax.set_ylabel(_fill(label(rf.ds[name], name, math=True), Y_CHARS))
     handles, labels = ax.get_legend_handles_labels()
@@ -366,19 +445,18 @@ def draw_theory(
         handles = [Line2D([], [], color="k", linestyle="--"), Line2D([], [], color="C0")]
         labels = [reference or "exact", "numeric"]
     _legend(fig, handles, labels)
-    head = name if not notes else f"{name} ({', '.join(notes)})"
-    if reference is not None:
-        shown = "n/a" if not np.isfinite(worst) else f"{worst:.2e}"
-        ax.set_title(_fill(f"{head}: max |{reference} − numeric| = {shown}", TITLE_CHARS),
-                     fontsize=7)
-    else:
-        ax.set_title(_fill(f"{head}: no exact method among {', '.join(methods)}", TITLE_CHARS),
-                     fontsize=7)
+    _title(ax, name, notes)  # max |exact - numeric| goes into the caption, in full
     missing = int(np.sum(~np.isfinite(np.asarray(da.values, dtype=float))))
     description = f"theory overlay of {label(rf.ds[name], name)} against {x}"
     if reference is not None:
-        description += f", {reference} dashed black, numeric solid"
+        description += (f", {reference} dashed black, numeric solid" if xs.size > 2 else
+                        f" at its {xs.size} output times (markers: no trajectory between "
+                        f"them), {reference} black crosses")
         if np.isfinite(worst):
             description += f", max |{reference} − numeric| = {worst:.3g}"
+        else:
+            description += f"; no numeric method to compare ({', '.join(methods)})"
+    else:
+        description += f"; no exact method among {', '.join(methods)}"
     return Drawn(fig, description, notes,
                  missing, {"x": x, "lines": group, "max_abs_diff": worst, "reference": reference})

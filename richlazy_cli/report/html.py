@@ -13,12 +13,14 @@ from typing import Any
 from .data import ResultFile, format_value
 
 CSS = """
-body { font-family: system-ui, sans-serif; max-width: 60em; margin: 2em auto; padding: 0 1em;
+body { font-family: system-ui, sans-serif; max-width: 75em; margin: 2em auto; padding: 0 1em;
        color: #222; line-height: 1.4; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; border-bottom: 1px solid #ccc; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; }
 dt { font-weight: 600; } dd { margin: 0; }
-figure { display: inline-block; vertical-align: top; width: 28em; margin: 0.5em 1em 1em 0; }
+figure { display: inline-block; vertical-align: top; width: 28em; max-width: 100%;
+         margin: 0.5em 1em 1em 0; }
+nav ol { columns: 2; font-size: 0.9em; }
 figure img, figure object { width: 100%; border: 1px solid #eee; }
 figcaption { font-size: 0.85em; color: #444; }
 table { border-collapse: collapse; font-size: 0.9em; }
@@ -28,14 +30,19 @@ code { font-size: 0.9em; }
 
 
 def _figure(entry: dict[str, Any], fmt: str) -> str:
+    """One figure at its own size: a CSS inch is 96 px, so a 3.4 in figure with 8 pt text is
+    shown 3.4 in wide with 8 pt text (never shrunk to fit a fixed column), at most the page."""
     href = escape(entry["file"])
+    width = entry.get("width_in")
+    size = f' style="width: {float(width):.2f}in"' if width else ""
     alt = escape(f"{entry['kind']} figure of {entry['var']}")
     if entry["file"].lower().endswith(".pdf"):
         body = (f'<object data="{href}" type="application/pdf">'
                 f'<a href="{href}">{href}</a></object>')
     else:
         body = f'<a href="{href}"><img src="{href}" alt="{alt}"></a>'
-    return f"<figure>{body}<figcaption>{escape(entry['caption'])}</figcaption></figure>"
+    return (f'<figure id="{escape(entry["file"])}"{size}>{body}'
+            f"<figcaption>{escape(entry['caption'])}</figcaption></figure>")
 
 
 def _arg(arg: dict[str, Any] | None) -> str:
@@ -76,6 +83,13 @@ def render_index(
         '<a href="summary.json">summary.json</a>. Failed or missing points are drawn hatched '
         "grey and are never interpolated.</p>",
     ]
+    toc = []
+    for rf, _ in files:
+        items = "".join(f'<li><a href="#{escape(f["file"])}">{escape(f["kind"])}: '
+                        f'{escape(f["var"])}</a></li>' for f in figures if f["stem"] == rf.stem)
+        toc.append(f'<li><a href="#{escape(rf.stem)}">{escape(rf.stem)}</a><ol>{items}</ol>'
+                   "</li>")
+    parts.append(f"<nav><h2>Contents</h2><ol>{''.join(toc)}</ol></nav>")
     for rf, fields in files:
         parts.append(f'<section id="{escape(rf.stem)}"><h2>{escape(rf.stem)}</h2><dl>')
         for key, value in fields.items():

@@ -78,8 +78,40 @@ def _parses(math: str) -> bool:
     return True
 
 
+PHRASES: tuple[tuple[str, str], ...] = (
+    (r"max_k |M_k(t) - M_k(0)|_F / |M_k(0)|_F",
+     r"$\max_k \|M_k(t)-M_k(0)\|_F / \|M_k(0)\|_F$"),
+    (r"||theta_t - theta_0|| / ||theta_0||",
+     r"$\|\theta_t-\theta_0\| / \|\theta_0\|$"),
+    (r"||theta_t - theta_0||_2", r"$\|\theta_t-\theta_0\|_2$"),
+    (r"M_k = a_k^2 I + w_k w_k^T", r"$M_k = a_k^2 I + w_k w_k^\top$"),
+    (r"nu = w^T beta* / a", r"$\nu = w^\top\beta^* / a$"),
+    (r"upsilon = a / w^T beta*", r"$\upsilon = a / w^\top\beta^*$"),
+    (r"w^T beta*", r"$w^\top\beta^*$"),
+    (r"max_k <v̄_k, e_p>²", r"$\max_k \langle\bar v_k, e_p\rangle^2$"),
+    (r"|a_k| |w_k|", r"$|a_k|\,\|w_k\|$"),
+    (r"S(0,t)", r"$S(0,t)$"),
+    (r"S(0, t)", r"$S(0, t)$"),
+    (r"(1/n) sum (f-y)^2", r"$(1/n)\sum (f-y)^2$"),
+    (r"cos(w, beta*)", r"$\cos(w, \beta^*)$"),
+    (r"sqrt(k) = 4 alpha (1+s^2)/(1-s^2)", r"$\sqrt{k} = 4\alpha(1+s^2)/(1-s^2)$"),
+    (r"|Xw - y|^2", r"$\|Xw-y\|^2$"),
+    (r"1/2 |X beta - y|^2", r"$\frac{1}{2}\|X\beta-y\|^2$"),
+    (r"eta_w a^2 - eta_a |w|^2", r"$\eta_w a^2-\eta_a\|w\|^2$"),
+    (r"|w - beta*|^2", r"$\|w-\beta^*\|^2$"),
+    (r"|w - w_implicit| / |w_implicit|", r"$\|w-w_{implicit}\| / \|w_{implicit}\|$"),
+)
+"""Whole formulas the word-by-word conversion cannot see (they span words with brackets):
+replaced as they are, before the rest of the text is converted."""
+
+
 def to_mathtext(text: str) -> str:
     """``text`` with its plain-text mathematics as mathtext (see the module docstring)."""
+    for plain, math in PHRASES:
+        if plain in text:
+            head, _, tail = text.partition(plain)
+            return f"{to_mathtext(head) if head else ''}{math}" \
+                f"{to_mathtext(tail) if tail else ''}"
     words = text.replace("$", r"\$").split(" ")
     pieces: list[tuple[str, bool]] = []  # (text, is mathematics)
     for word in words:

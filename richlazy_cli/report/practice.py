@@ -276,11 +276,10 @@ def _gallery(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
 
 def practice_figures(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
                      ) -> list[dict[str, Any]]:
-    """The practice figures of one result file (none for other models)."""
-    if rf.model == "rhm":
-        return _rhm(rf, out_dir, fmt, fields)
-    if rf.model == "cnn":
-        smooth = str(rf.params.get("arch", "")).startswith("smooth") or "filters" in rf.ds
-        return _cnn(rf, out_dir, fmt, fields) + (
-            _roughness(rf, out_dir, fmt, fields) if smooth else [])
-    return []
+    """The practice figures of one result file (none for other models): the rhm and cnn rows
+    of :data:`.families.FAMILY_FIGURES`."""
+    from .families import family_figures
+
+    if rf.model not in ("rhm", "cnn"):
+        return []
+    return family_figures(rf, out_dir, fmt, fields)
