@@ -73,6 +73,23 @@ def _references(model: str) -> str:
     return "; ".join(REFERENCES[k] for k in keys)
 
 
+_STOPS = (" (", ": ", "; ", ", ", " = ")
+
+
+def _head(text: str) -> str:
+    """``text`` up to its first clause break outside brackets (`` (``, ``:``, ``;``, ``,``,
+    `` =``): ``NTK kernel distance S(0, t)`` stays whole, ``a (the output weight)`` is ``a``."""
+    depth = 0
+    for i, char in enumerate(text):
+        if depth == 0 and i and any(text.startswith(stop, i) for stop in _STOPS):
+            return text[:i]
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(0, depth - 1)
+    return text
+
+
 def short_label(name: str, long_name: str) -> str:
     """A short plot label (mathtext where the name is a symbol) for a variable."""
     from ..report.mathtext import symbol, to_mathtext
@@ -80,11 +97,7 @@ def short_label(name: str, long_name: str) -> str:
     sym = symbol(name)
     if sym is not None:
         return sym
-    text = long_name or name
-    for stop in (" (", ": ", "; ", ", ", " = ", " of "):
-        head = text.split(stop, 1)[0]
-        if head:
-            text = head
+    text = _head(long_name or name)
     if len(text) > 40:
         text = name.replace("_", " ")
     try:
