@@ -92,8 +92,7 @@ def sweep(
     (``worker_timeout``, ``fail_fast``, ``max_points``, ``max_bytes``, ``scheduler``) pass as
     keywords.
     """
-    from richlazy_cli.engine.job import Request, prepare_sweep, read_job_file
-    from richlazy_cli.engine.run import execute
+    from richlazy_cli.engine.job import Request, read_job_file
 
     keep = output is not None
     if output is None and config is not None:
@@ -111,24 +110,57 @@ def sweep(
     request = Request(action, model, (), (), Path(config) if config else None,
                       {k: v for k, v in given_run.items() if v is not None},
                       values=dict(params or {}), grid_specs=dict(grid or {}))
-    job, out, opts = prepare_sweep(request, resume=resume, force=force, quiet=quiet)
     command = _command("sweep", action=action, model=model, grid=grid, params=params,
                        config=config)
-    return _finish(execute(job, out, opts, command), out, keep)
+
+    def warn(job: Any, out: Path, opts: Any) -> None:
+        from richlazy_cli.engine.run import jobs_warning
+
+        if (line := jobs_warning(opts)) is not None:
+            warnings.warn(line, stacklevel=3)
+
+    _, out, outcome = run_sweep(request, command, before=warn, resume=resume, force=force,
+                                quiet=quiet)
+    return _finish(outcome, out, keep)
+
+
+def run_sweep(request: Any, command: list[str], before: Any = None,
+              **flags: bool) -> tuple[Any, Path, Any]:
+    """The sweep behind :func:`sweep` and ``richlazy sweep``: the job file and options merged
+    (:func:`richlazy_cli.engine.job.prepare_sweep`), ``before(job, out, opts)`` called (the
+    command line prints its warnings there), then the run. Returns (job, output, outcome);
+    a dry run's outcome holds the plan and the estimate."""
+    from richlazy_cli.engine.job import prepare_sweep
+    from richlazy_cli.engine.run import execute
+
+    job, out, opts = prepare_sweep(request, **flags)
+    if before is not None:
+        before(job, out, opts)
+    return job, out, execute(job, out, opts, command)
+
+
+def run_single(action: str, request: Any, output: str | Path | None, force: bool,
+               command: list[str]) -> tuple[Path, Any]:
+    """The run behind :func:`solve`/:func:`train` and ``richlazy solve|train``: one
+    configuration in this process into ``output`` (a scratch file when None). Returns
+    (output, outcome)."""
+    from richlazy_cli.engine.job import prepare_single
+    from richlazy_cli.engine.run import RunOptions, execute
+
+    job = prepare_single(action, request)
+    out = Path(output) if output is not None else _scratch(job.model.name, action)
+    opts = RunOptions(jobs=1, use_parts=False, force=force, quiet=True)
+    return out, execute(job, out, opts, command)
 
 
 def _single(action: str, model: str, params: Mapping[str, Any], config: str | Path | None,
             output: str | Path | None, force: bool) -> xr.Dataset:
-    from richlazy_cli.engine.job import Request, prepare_single
-    from richlazy_cli.engine.run import RunOptions, execute
+    from richlazy_cli.engine.job import Request
 
-    job = prepare_single(action, Request(model=model, config=Path(config) if config else None,
-                                         values=dict(params)))
-    keep = output is not None
-    out = Path(output) if output is not None else _scratch(job.model.name, action)
-    opts = RunOptions(jobs=1, use_parts=False, force=force, quiet=True)
+    request = Request(model=model, config=Path(config) if config else None, values=dict(params))
     command = _command(action, model=model, params=dict(params), config=config)
-    return _finish(execute(job, out, opts, command), out, keep)
+    out, outcome = run_single(action, request, output, force, command)
+    return _finish(outcome, out, keep=output is not None)
 
 
 def solve(model: str, config: str | Path | None = None, output: str | Path | None = None,

@@ -246,13 +246,17 @@ def _single_command(action: Action, doc: str) -> Any:
         quiet: QuietOpt = False,
         as_json: JsonOpt = False,
     ) -> None:
-        from .engine.job import Request, prepare_single
-        from .engine.run import RunOptions, execute
+        from richlazy import run_single
 
-        job = prepare_single(action, Request(model=model, params=param or (), config=config))
-        out = output or _default_output(job.model.name, action)
-        opts = RunOptions(jobs=1, use_parts=False, force=force, quiet=True)
-        _finish(execute(job, out, opts, command_line()), quiet, as_json)
+        from .engine.job import Request
+
+        request = Request(model=model, params=param or (), config=config)
+        if output is None:  # the model's name is known once the job file is read
+            from .engine.job import prepare_single
+
+            output = _default_output(prepare_single(action, request).model.name, action)
+        _, outcome = run_single(action, request, output, force, command_line())
+        _finish(outcome, quiet, as_json)
 
     command.__doc__ = doc
     return command
@@ -327,8 +331,10 @@ def sweep_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Run solve or train across a parameter grid, in parallel, resumably."""
-    from .engine.job import Request, prepare_sweep
-    from .engine.run import execute, jobs_warning
+    from richlazy import run_sweep
+
+    from .engine.job import Request
+    from .engine.run import jobs_warning
     from .models.params import jsonable
 
     if action is not None and action not in set(Action):
@@ -338,15 +344,20 @@ def sweep_cmd(
              "output": str(output) if output else None, "fail_fast": fail_fast or None,
              "max_points": max_points, "max_bytes": max_bytes}
     request = Request(action, model, param or (), grid or (), config, given)
-    job, out, opts = prepare_sweep(
-        request, resume=resume, retry_failed=retry_failed, force=force, dry_run=dry_run,
-        quiet=quiet or as_json,
+
+    planned: dict[str, Any] = {}
+
+    def before(job: Any, out: Path, opts: Any) -> None:
+        planned["opts"] = opts
+        warning = jobs_warning(opts)
+        if warning and not as_json:
+            print(f"richlazy: warning: {warning}", file=sys.stderr)
+        on_interrupt(f"finished work kept in {out}.parts for --resume")
+
+    job, _, outcome = run_sweep(
+        request, command_line(), before, resume=resume, retry_failed=retry_failed,
+        force=force, dry_run=dry_run, quiet=quiet or as_json,
     )
-    warning = jobs_warning(opts)
-    if warning and not as_json:
-        print(f"richlazy: warning: {warning}", file=sys.stderr)
-    on_interrupt(f"finished work kept in {out}.parts for --resume")
-    outcome = execute(job, out, opts, command_line())
     if not dry_run:
         _finish(outcome, quiet, as_json, with_plan=True)
     elif as_json:
@@ -359,7 +370,7 @@ def sweep_cmd(
                     {"total": size.total, "per_point": size.per_point, "points": size.points,
                      "source": size.source}})
     else:
-        _print_dry_run(job, opts, outcome)
+        _print_dry_run(job, planned["opts"], outcome)
 
 
 def unknown_action(action: str) -> str:
@@ -377,7 +388,8 @@ def _estimate_json(outcome: Any) -> dict[str, Any] | None:
     if e is None:
         return None
     return {"seconds": e.seconds, "probe_seconds": e.probe_seconds,
-            "compile_seconds": e.compile_seconds,
+            "compile_seconds": e.compile_seconds, "startup_seconds": e.startup_seconds,
+            "wall_seconds": e.wall_seconds,
             "probe_points": e.probe_points, "workers": e.workers}
 
 
