@@ -107,19 +107,53 @@ class Estimate:
     compile_seconds: float = 0.0
     """One-off time of the first call (numba compilation, imports), excluded from
     ``seconds``: each worker pays it once."""
+    startup_seconds: float = 0.0
+    """Starting a worker process: an interpreter importing the model (measured, for the short
+    runs whose wall time it would dominate; 0 when not measured or in-process)."""
+
+    @property
+    def wall_seconds(self) -> float:
+        """The run's expected wall time: the computation, plus starting the workers and their
+        one-off compilation (paid in parallel, once per worker)."""
+        return self.seconds + self.compile_seconds + self.startup_seconds
 
     def describe(self) -> str:
         s = self.seconds
-        when = (f"{s:.2g} s" if s < 90 else f"{s / 60:.2g} min" if s < 5400
-                else f"{s / 3600:.2g} h" if s < 172800 else f"{s / 86400:.3g} days")
         points = f"{self.probe_points} point{'s' if self.probe_points != 1 else ''}"
-        once = (f"; plus ≈ {self.compile_seconds:.2g} s once per worker for compilation"
-                if self.compile_seconds >= 0.5 else "")
+        once = self.compile_seconds + self.startup_seconds
+        extra = (f"; plus ≈ {_when(once)} once per worker to start and compile"
+                 if once >= 0.5 else "")
         return (
-            f"≈ {when} on {self.workers} worker{'s' if self.workers != 1 else ''} "
+            f"≈ {_when(s)} on {self.workers} worker{'s' if self.workers != 1 else ''} "
             f"(probe of {points}: {self.probe_seconds:.2g} s, scaled by the model's cost"
-            f"{once})"
+            f"{extra})"
         )
+
+
+def _when(s: float) -> str:
+    return (f"{s:.2g} s" if s < 90 else f"{s / 60:.2g} min" if s < 5400
+            else f"{s / 3600:.2g} h" if s < 172800 else f"{s / 86400:.3g} days")
+
+
+STARTUP_BELOW = 600.0
+"""Runs estimated below this many seconds also get their workers' start-up measured."""
+
+
+def worker_startup(model: str) -> float:
+    """Seconds for a fresh interpreter to import the engine and ``model``'s module, as a loky
+    or Dask worker does before its first chunk."""
+    import subprocess
+    import sys
+
+    code = ("import richlazy_cli.engine.chunk as c; from richlazy_cli.models.base import "
+            f"get_model; get_model({model!r})")
+    start = time.perf_counter()
+    try:
+        subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120,
+                       check=False)
+    except (OSError, subprocess.SubprocessError):
+        return 0.0
+    return time.perf_counter() - start
 
 
 @dataclass
@@ -519,8 +553,12 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
     probe_bytes = 0.0
     if result.data is not None:
         probe_bytes = float(sum(item.nbytes for item in result.data.data_vars.values()))
-    return Estimate(seconds / plan.workers, probe, chunk_points, plan.workers, probe_bytes,
-                    compile_seconds)
+    seconds /= plan.workers
+    startup = 0.0
+    if plan.workers > 1 and seconds < STARTUP_BELOW:  # loky/Dask workers: fresh processes
+        startup = worker_startup(job.model.name)
+    return Estimate(seconds, probe, chunk_points, plan.workers, probe_bytes, compile_seconds,
+                    startup)
 
 
 def _interrupted(exc: KeyboardInterrupt) -> str:
