@@ -108,8 +108,9 @@ class Estimate:
     """One-off time of the first call (numba compilation, imports), excluded from
     ``seconds``: each worker pays it once."""
     startup_seconds: float = 0.0
-    """Starting a worker process: an interpreter importing the model (measured, for the short
-    runs whose wall time it would dominate; 0 when not measured or in-process)."""
+    """Starting up: an interpreter importing the engine and the model, measured, once for the
+    command itself and once more for its worker processes when it has some (for the short runs
+    whose wall time it would dominate; 0 when not measured)."""
 
     @property
     def wall_seconds(self) -> float:
@@ -121,7 +122,7 @@ class Estimate:
         s = self.seconds
         points = f"{self.probe_points} point{'s' if self.probe_points != 1 else ''}"
         once = self.compile_seconds + self.startup_seconds
-        extra = (f"; plus ≈ {_when(once)} once per worker to start and compile"
+        extra = (f"; plus ≈ {_when(once)} to start up and compile"
                  if once >= 0.5 else "")
         return (
             f"≈ {_when(s)} on {self.workers} worker{'s' if self.workers != 1 else ''} "
@@ -136,7 +137,7 @@ def _when(s: float) -> str:
 
 
 STARTUP_BELOW = 600.0
-"""Runs estimated below this many seconds also get their workers' start-up measured."""
+"""Runs estimated below this many seconds also get their start-up measured."""
 
 
 def worker_startup(model: str) -> float:
@@ -555,8 +556,9 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
         probe_bytes = float(sum(item.nbytes for item in result.data.data_vars.values()))
     seconds /= plan.workers
     startup = 0.0
-    if plan.workers > 1 and seconds < STARTUP_BELOW:  # loky/Dask workers: fresh processes
-        startup = worker_startup(job.model.name)
+    if seconds < STARTUP_BELOW:  # short runs: starting up is a good part of the wall time
+        # the command's own start, and (in parallel) its worker processes' (loky, Dask)
+        startup = worker_startup(job.model.name) * (2 if plan.workers > 1 else 1)
     return Estimate(seconds, probe, chunk_points, plan.workers, probe_bytes, compile_seconds,
                     startup)
 
