@@ -690,11 +690,14 @@ class Hermite(Model):
 
     @classmethod
     def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The same configuration over a shorter horizon (solve: t_max ≤ 20; train: ≤ 2000
-        steps), without stopping early: the cost is linear in either."""
+        """The same configuration over a shorter horizon (solve: t_max ≤ 20; train: about
+        5·10⁷/(m·d·batch) steps, between 2,000 and 200,000, so that the per-step work, not the
+        set-up and the checkpoints' population losses, dominates the timing), without stopping
+        early: the cost is linear in either."""
         short = dict(values)
         short["t_max"] = min(float(values["t_max"]), 20.0)
-        short["steps"] = min(int(values["steps"]), 2000)
+        work = max(int(values["m"]) * int(values["d"]) * int(values["batch"]), 1)
+        short["steps"] = min(int(values["steps"]), int(np.clip(5e7 / work, 2000, 200_000)))
         short["early_stop"] = short["stop_on_recovery"] = False
         return short
 
