@@ -38,7 +38,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dask,dev,practice]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dask,dev,practice]'
 	touch $(STAMP)
 
 # -- the figure pipeline: jobs/*.toml -> results/*.h5 -> reports/<name>/index.html ----------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import itertools
 import os
 import sys
 import warnings
@@ -174,6 +175,37 @@ def _model_json(m: Any) -> dict[str, Any]:
     }
 
 
+def model_docs(model: Any) -> str | None:
+    """The model's page in docs/ (a class's ``docs`` attribute, else ``docs/<name>.md``)."""
+    page = getattr(model, "docs", None) or f"docs/{model.name}.md"
+    root = Path(__file__).resolve().parents[1]
+    return page if (root / page).is_file() or getattr(model, "docs", None) else None
+
+
+def model_outputs(model: Any) -> list[dict[str, Any]]:
+    """The variables each action of ``model`` writes, from its first declared example."""
+    from .models.base import Batch
+
+    rows = []
+    for action in model.actions:
+        examples = getattr(model, "examples", {}).get(action) or ()
+        if not examples:
+            continue
+        try:
+            values = model.resolve(action, examples[0])
+            ds = model().run(action, Batch.from_points(model, [values]))
+        except Exception as exc:  # an extra not installed (torch): say so, list the rest
+            rows.append({"action": action, "name": "?", "dims": [], "units": "",
+                         "long_name": f"not available here ({type(exc).__name__}: {exc})"})
+            continue
+        for name, item in ds.data_vars.items():
+            rows.append({"action": action, "name": str(name),
+                         "dims": [str(d) for d in item.dims if d != "point"],
+                         "units": str(item.attrs.get("units", "")),
+                         "long_name": str(item.attrs.get("long_name", ""))})
+    return rows
+
+
 @app.command("models")
 def models_cmd(
     name: Annotated[
@@ -187,8 +219,13 @@ def models_cmd(
     from .models.base import all_models, get_model
 
     models = [get_model(name)] if name else list(all_models().values())
+    outputs = model_outputs(models[0]) if name else None
     if as_json:
-        print_json(_model_json(models[0]) if name else [_model_json(m) for m in models])
+        if name:
+            print_json({**_model_json(models[0]), "outputs": outputs,
+                        "docs": model_docs(models[0])})
+        else:
+            print_json([_model_json(m) for m in models])
         return
     out = console()
     for m in models:
@@ -202,6 +239,18 @@ def models_cmd(
             default = "none" if d["default"] is None else str(d["default"])
             table.add_row(d["name"], d["type"], default, d["unit"], d["range"], d["help"])
         out.print(table)
+    if outputs is not None:
+        table = Table(title=f"outputs of {models[0].name} (variables of a result file)",
+                      title_justify="left")
+        for col in ("action", "variable", "dimensions", "units", "long name"):
+            table.add_column(col, no_wrap=col == "variable")
+        for row in outputs:
+            table.add_row(row["action"], row["name"], ", ".join(row["dims"]), row["units"],
+                          row["long_name"])
+        out.print(table)
+        docs = model_docs(models[0])
+        if docs:
+            out.print(f"mathematics and outputs: {docs}")
 
 
 # -- solve / train --------------------------------------------------------------------------
@@ -217,20 +266,19 @@ def _single_command(action: Action, doc: str) -> Any:
         quiet: QuietOpt = False,
         as_json: JsonOpt = False,
     ) -> None:
-        from .engine.job import Request, prepare_single
-        from .engine.run import RunOptions, execute
+        from richlazy import run_single
 
-        job = prepare_single(action, Request(model=model, params=param or (), config=config))
+        from .engine.job import Request, prepare_single
+
+        request = Request(model=model, params=param or (), config=config)
         if output is not None:
-            opts = RunOptions(jobs=1, use_parts=False, force=force, quiet=True)
-            _finish(execute(job, output, opts, command_line()), quiet, as_json)
-            return
-        out = _default_output(job.model.name, action)  # reserved: the run replaces it
-        opts = RunOptions(jobs=1, use_parts=False, force=True, quiet=True)
-        try:
-            outcome = execute(job, out, opts, command_line())
-        finally:
-            _release_reservation(out)  # left only when nothing was written
+            _, outcome = run_single(action, request, output, force, command_line())
+        else:  # the model's name is known once the job file is read
+            out = _default_output(prepare_single(action, request).model.name, action)
+            try:  # reserved: the run replaces it
+                _, outcome = run_single(action, request, out, True, command_line())
+            finally:
+                _release_reservation(out)  # left only when nothing was written
         _finish(outcome, quiet, as_json)
 
     command.__doc__ = doc
@@ -259,7 +307,8 @@ def _run_opt(key: str, *names: str, metavar: str | None, default: str | None = N
 @app.command("sweep")
 def sweep_cmd(
     action: Annotated[
-        Action | None, typer.Argument(metavar="ACTION", help="solve or train.")
+        str | None, typer.Argument(metavar="ACTION", help="solve or train.",
+                                   autocompletion=lambda: [a.value for a in Action])
     ] = None,
     model: ModelArg = None,
     grid: Annotated[
@@ -310,31 +359,56 @@ def sweep_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Run solve or train across a parameter grid, in parallel, resumably."""
-    from .engine.job import Request, prepare_sweep
-    from .engine.run import execute
+    from richlazy import run_sweep
 
+    from .engine.job import Request
+    from .engine.run import jobs_warning
+    from .models.params import jsonable
+
+    if action is not None and action not in set(Action):
+        raise BadInput(unknown_action(action))
     given = {"jobs": jobs, "backend": backend, "scheduler": scheduler, "shard": shard,
              "worker_timeout": worker_timeout, "chunk_size": chunk_size,
              "output": str(output) if output else None, "fail_fast": fail_fast or None,
              "max_points": max_points, "max_bytes": max_bytes}
     request = Request(action, model, param or (), grid or (), config, given)
-    job, out, opts = prepare_sweep(
-        request, resume=resume, continue_=continue_, retry_failed=retry_failed, force=force,
-        dry_run=dry_run,
-        quiet=quiet or as_json,
+
+    planned: dict[str, Any] = {}
+
+    def before(job: Any, out: Path, opts: Any) -> None:
+        planned["opts"] = opts
+        warning = jobs_warning(opts)
+        if warning and not as_json:
+            print(f"richlazy: warning: {warning}", file=sys.stderr)
+        on_interrupt(f"finished work kept in {out}.parts for --resume")
+
+    job, _, outcome = run_sweep(
+        request, command_line(), before, resume=resume, continue_=continue_,
+        retry_failed=retry_failed, force=force, dry_run=dry_run, quiet=quiet or as_json,
     )
-    on_interrupt(f"finished work kept in {out}.parts for --resume")
-    outcome = execute(job, out, opts, command_line())
     if not dry_run:
         _finish(outcome, quiet, as_json, with_plan=True)
     elif as_json:
         size = outcome.output_size
         print_json({"plan": _plan_json(outcome.plan), "estimate": _estimate_json(outcome),
+                    "axes": {d.name: {"first": jsonable(d.values[0]),
+                                      "last": jsonable(d.values[-1]), "count": d.size}
+                             for d in job.grid.dims},
                     "output_bytes": None if size is None else
                     {"total": size.total, "per_point": size.per_point, "points": size.points,
                      "source": size.source}})
     else:
-        _print_dry_run(job, opts, outcome)
+        _print_dry_run(job, planned["opts"], outcome)
+
+
+def unknown_action(action: str) -> str:
+    """The line for an ACTION that is neither solve nor train (a model name, a typo)."""
+    from .models.base import all_models
+
+    if action in all_models():
+        return (f"{action!r} is a model; the action comes first: "
+                f"richlazy sweep solve|train {action} -g NAME=SPEC ...")
+    return f"unknown action {action!r}: use solve or train (richlazy sweep ACTION MODEL ...)"
 
 
 def _estimate_json(outcome: Any) -> dict[str, Any] | None:
@@ -342,12 +416,16 @@ def _estimate_json(outcome: Any) -> dict[str, Any] | None:
     if e is None:
         return None
     return {"seconds": e.seconds, "probe_seconds": e.probe_seconds,
+            "compile_seconds": e.compile_seconds, "startup_seconds": e.startup_seconds,
+            "wall_seconds": e.wall_seconds,
             "probe_points": e.probe_points, "workers": e.workers}
 
 
 def _print_dry_run(job: Any, opts: Any, outcome: Any) -> None:
     p = outcome.plan
     print(f"grid: {' x '.join(str(n) for n in job.grid.shape)} = {p.points} points")
+    for dim in job.grid.dims:
+        print(f"  {dim.describe()}")
     if opts.shard:
         print(f"shard {opts.shard}: {p.selected} points")
     capped = f"; --jobs {p.jobs} capped at the number of chunks" if p.capped else ""
@@ -478,6 +556,22 @@ def _wide_help() -> None:
         rich_utils.MAX_WIDTH = HELP_WIDTH
 
 
+_VALUE_FLAGS = {"-p": "-p NAME=VALUE", "--param": "-p NAME=VALUE", "-g": "-g NAME=SPEC",
+                "--grid": "-g NAME=SPEC", "--at": "--at DIM=VALUE"}
+
+
+def usage_hint(argv: list[str], message: str) -> str:
+    """A hint for a usage error caused by ``-p NAME VALUE`` (a space instead of ``=``)."""
+    if "unexpected extra argument" not in message:
+        return ""
+    for i, (flag_name, value) in enumerate(itertools.pairwise(argv)):
+        if flag_name in _VALUE_FLAGS and "=" not in value:
+            given = argv[i + 2] if i + 2 < len(argv) else "VALUE"
+            form = _VALUE_FLAGS[flag_name]
+            return f"; write {flag_name} {value}={given} ({form}, no space around '=')"
+    return ""
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code (never raises)."""
     previous = interrupts.install()  # SIGINT and SIGTERM: engine/interrupts.py
@@ -543,7 +637,9 @@ def _main(argv: list[str] | None, debug: bool) -> int:
             print(exc.format_message())
             return ExitCode.OK
         except _USAGE_ERRORS as exc:
-            return _error(" ".join(exc.format_message().split()), ExitCode.BAD_INPUT)
+            message = " ".join(exc.format_message().split())
+            return _error(message + usage_hint(argv or sys.argv[1:], message),
+                          ExitCode.BAD_INPUT)
         except _ABORTS:
             return _interrupted()
     except KeyboardInterrupt:  # also while a handler above was printing

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.table import Table
 
 from .cli_common import (
@@ -85,6 +86,10 @@ def list_folder(folder: Path, recursive: bool) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["file"])
 
 
+NARROW_COLUMNS = 120
+"""Below this page width ``store ls`` folds its columns into a compact layout."""
+
+
 @store_app.command("ls")
 def store_ls(
     folder: Annotated[Path, typer.Argument(metavar="[DIR]", help="Folder to list.")] = Path(
@@ -102,21 +107,33 @@ def store_ls(
     if as_json:
         print_json(rows)
         return
-    table = Table(title=f"{len(rows)} result file(s) in {folder}")
-    columns = ("file", "state", "model", "action", "grid", "done", "failed", "missing", "created")
+    out = console(longest=max((len(r["file"]) for r in rows), default=0))
+    narrow = out.width < NARROW_COLUMNS
+    table = Table(title=f"{len(rows)} result file(s) in {folder}", title_justify="left",
+                  box=None if narrow else box.HEAVY_HEAD, pad_edge=not narrow)
+    columns = (("file", "state", "model action", "grid", "points") if narrow else
+               ("file", "state", "model", "action", "grid", "done", "failed", "missing",
+                "created"))
     for col in columns:
-        table.add_column(col, no_wrap=col == "file")
+        table.add_column(col, no_wrap=col in ("file", "state", "grid"))
     for r in rows:
         if "model" not in r:
             table.add_row(r["file"], r["state"], f"[red]{r.get('error', '')}[/red]",
                           *[""] * (len(columns) - 3))
             continue
+        created = r["created"] or ""
+        if narrow:  # 80 columns: the grid as a shape, the counts together, the date only
+            shape = "x".join(str(v) for v in r["grid"].values()) or "-"
+            counts = ", ".join(f"{r[k]} {k}" for k in ("done", "failed", "missing")
+                               if r[k] or k == "done")
+            table.add_row(r["file"], r["state"], f"{r['model']} {r['action']}", shape, counts)
+            continue
         shape = " x ".join(f"{k}={v}" for k, v in r["grid"].items()) or "-"
         table.add_row(
             r["file"], r["state"], r["model"], r["action"], shape, str(r["done"]),
-            str(r["failed"]), str(r["missing"]), r["created"] or "",
+            str(r["failed"]), str(r["missing"]), created,
         )
-    console(longest=max((len(r["file"]) for r in rows), default=0)).print(table)
+    out.print(table)
 
 
 # -- show -----------------------------------------------------------------------------------

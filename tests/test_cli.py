@@ -56,7 +56,7 @@ def test_single_solve_writes_labelled_file_with_provenance(tmp_path, cli, monkey
         for name, item in ds.variables.items():
             assert "long_name" in item.attrs, name
         assert ds.sizes["time"] == 11
-        assert set(ds["method"].values) == {"exact", "numeric"}
+        assert set(ds["solution_method"].values) == {"exact", "numeric"}  # CF: not .sel's
         assert int(ds["status"]) == 0
     with h5py.File(path, "r") as fh:
         assert "a" in fh and fh.attrs["model"] in ("single-neuron", b"single-neuron")

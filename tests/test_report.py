@@ -22,6 +22,7 @@ import xarray as xr
 from matplotlib.collections import QuadMesh
 from matplotlib.colors import LogNorm, to_rgb
 
+from richlazy_cli.engine.store import open_result  # the models' names (method)
 from richlazy_cli.errors import BadInput
 from richlazy_cli.report import build_report, summary_table
 from richlazy_cli.report.data import ResultFile, is_log_spaced
@@ -200,7 +201,7 @@ def check_report(out: Path, summary: dict[str, Any], fmt: str = "png") -> None:
 
 def direct_extremes(path: Path, name: str) -> xr.DataArray:
     """The variable as summary.json defines it, computed directly with xarray."""
-    with xr.open_dataset(path, engine="h5netcdf") as ds:
+    with open_result(path) as ds:
         da = ds[name].load()
         if "status" in ds:
             da = da.where(ds["status"].load() == 0)
@@ -267,7 +268,7 @@ def test_summary_numbers_equal_direct_xarray(phase_file: Path, theory_file: Path
     check_report(tmp_path / "rep", summary)
     for path in files:
         stats = summary["variables"][path.stem]
-        with xr.open_dataset(path, engine="h5netcdf") as ds:
+        with open_result(path) as ds:
             names = [v for v in ds.data_vars if v not in ("status", "elapsed")]
         assert sorted(stats) == sorted(names)
         for name in names:
@@ -337,7 +338,7 @@ def test_auto_theory_overlay(theory_file: Path, tmp_path: Path) -> None:
     summary = build_report([theory_file], out, fmt="svg")
     check_report(out, summary, "svg")
     assert [(f["kind"], f["var"]) for f in summary["figures"]] == [("theory", "beta")]
-    with xr.open_dataset(theory_file, engine="h5netcdf") as ds:
+    with open_result(theory_file) as ds:
         b = ds["beta"].load()
     methods = list(b["method"].values)  # isel: xarray 2026.9 .sel ignores string scalars
     exact, ode = b.isel(method=methods.index("exact")), b.isel(method=methods.index("ode"))

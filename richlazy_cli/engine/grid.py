@@ -37,6 +37,9 @@ from ..models.params import Param, jsonable
 
 _CALL = re.compile(r"^\s*(linspace|logspace|geomspace|range)\s*\((.*)\)\s*$")
 DEFAULT_MAX_POINTS = 10_000_000
+GRAMMAR = ("a grid is linspace(a,b,n), logspace(a,b,n) with base-10 exponents, "
+           "geomspace(a,b,n), range(n), range(a,b[,step]) or a list 1,2,5")
+"""The grid grammar, named in the messages of a spec that does not parse."""
 """The largest grid a sweep accepts without ``--max-points``: at a few hundred bytes of
 bookkeeping per point in the parent (parameters, status, chunking) and the model's output on
 top, larger grids belong in shards or separate sweeps."""
@@ -61,6 +64,21 @@ class GridDim:
         if any(isinstance(v, np.ndarray) for v in self.values):
             return np.array([json.dumps(jsonable(v)) for v in self.values], dtype=object)
         return np.asarray(self.values)
+
+    def describe(self) -> str:
+        """First value, last value and count (``tau: 0.1 ... 2 (17 values, log)``), so that a
+        dry run shows what a spec means before anything runs."""
+        values = self.coordinate()
+
+        def show(v: Any) -> str:
+            if isinstance(v, float | np.floating):
+                return f"{float(v):.4g}"
+            return _short(str(v), 30)
+
+        if self.size == 1:
+            return f"{self.name}: {show(values[0])} (1 value)"
+        return (f"{self.name}: {show(values[0])} ... {show(values[-1])} "
+                f"({self.size} values, {self.spacing})")
 
 
 @dataclass(frozen=True)
@@ -255,6 +273,9 @@ def make_dim(param: Param, text: str | Sequence[Any]) -> GridDim:
             value = param.coerce(item)
         except (OverflowError, BadInput) as exc:
             if isinstance(exc, BadInput) and len(str(exc)) <= 200:
+                if spacing == "list" and isinstance(text, str) and isinstance(item, str):
+                    raise BadInput(f"{exc} (in grid {name}={_short(text, 30)}; {GRAMMAR})"
+                                   ) from None
                 raise
             short = _short(str(item), 30)
             raise BadInput(f"grid {name}: value {short!r} is out of range") from None

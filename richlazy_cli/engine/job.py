@@ -401,6 +401,10 @@ class Request:
     grid: Sequence[str] = ()
     config: Path | None = None
     run: Mapping[str, Any] = field(default_factory=dict)
+    values: Mapping[str, Any] = field(default_factory=dict)
+    """Parameter values already typed (the Python API's ``params``), applied after ``params``."""
+    grid_specs: Mapping[str, Any] = field(default_factory=dict)
+    """Grid specs by name (the Python API's ``grid``: spec strings or lists), after ``grid``."""
 
 
 def _model_and_params(
@@ -418,6 +422,7 @@ def _model_and_params(
         raise BadInput("no model given (as argument or in the job file)")
     given: dict[str, Any] = dict(job_file.params) if job_file else {}
     given.update(parse_assignments(req.params, "-p"))
+    given.update(req.values)
     return str(action), model, given
 
 
@@ -458,7 +463,8 @@ def prepare_sweep(
     action, model, given = _model_and_params(req, req.action, job_file)
     specs: dict[str, Any] = dict(job_file.grid) if job_file else {}
     seen: set[str] = set()
-    for name, spec in parse_assignments(req.grid, "-g"):
+    typed = [(str(name), spec) for name, spec in req.grid_specs.items()]
+    for name, spec in [*parse_assignments(req.grid, "-g"), *typed]:
         if name in seen:
             raise BadInput(f"grid dimension {name} is given twice")
         seen.add(name)

@@ -26,7 +26,6 @@ from rich.progress import (
     TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 
 
@@ -71,11 +70,11 @@ class Reporter:
                 TaskProgressColumn(),
                 TextColumn("{task.fields[rate]}"),
                 TimeElapsedColumn(),
-                TimeRemainingColumn(),
+                TextColumn("{task.fields[eta]}"),
                 console=Console(file=self.stream),
                 transient=False,
             )
-            self._task = self._bar.add_task(label, total=total, rate="")
+            self._task = self._bar.add_task(label, total=total, rate="", eta="")
 
     def __enter__(self) -> Reporter:
         if self.note and not self.quiet:
@@ -128,19 +127,27 @@ class Reporter:
             return
         rate = self.rate()
         if self._bar is not None:
-            self._bar.update(self._task, completed=self.shown(), rate=f"{rate:.3g} pt/s")
+            eta = f"ETA {self.eta(rate)}" if self.done else ""
+            self._bar.update(self._task, completed=self.shown(), rate=f"{rate:.3g} pt/s",
+                             eta=eta)
             return
         now = time.monotonic()
         if now - self._last_line >= self.interval:
             self._last_line = now
             self._line(rate)
 
+    def eta(self, rate: float) -> str:
+        """The remaining time at ``rate``; "?" until a whole point is done (a rate from a
+        fraction of the first chunk says little about the rest)."""
+        if not self.done:
+            return "? (after the first points)"
+        return _eta((self.total - self.shown()) / rate if rate > 0 else float("nan"))
+
     def _line(self, rate: float) -> None:
-        remaining = (self.total - self.shown()) / rate if rate > 0 else float("nan")
         stamp = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
         print(
             f"{stamp} {self.label}: {round(self.shown())}/{self.total} points, "
-            f"{rate:.3g} points/s, ETA {_eta(remaining)}",
+            f"{rate:.3g} points/s, ETA {self.eta(rate)}",
             file=self.stream,
             flush=True,
         )

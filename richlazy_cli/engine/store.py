@@ -11,9 +11,10 @@ Global attributes (docs/engine.md, "Result files"): ``richlazy_version``, ``mode
 ISO 8601), ``host``, ``versions`` (JSON), ``complete`` (1 or 0), ``errors`` (JSON list),
 and, when the package runs from a git checkout, ``git_commit`` and ``git_dirty`` (1 or 0).
 Optional: ``shard`` ("K/N").
-Sweeps add ``Conventions`` ("richlazy-1": the schema of the README's "Result files", which
-follows CF's attribute names but is not checked against CF), ``fingerprint``, ``inputs`` and
-``history`` (:mod:`.fingerprint`, :mod:`.output`).
+Sweeps add ``fingerprint``, ``inputs`` and ``history`` (:mod:`.fingerprint`, :mod:`.output`).
+Every write goes through :func:`.cf.to_cf` and every read through :func:`.cf.from_cf`: on disk
+a result follows CF-1.11 (``Conventions = "CF-1.11 richlazy-2"``), inside richlazy it keeps
+its models' names; files of the earlier layout (``richlazy-1``) read the same.
 
 A result file gets the permissions the umask allows (``0666 & ~umask``), like any file a
 program creates. Large floating-point variables are stored compressed (:data:`COMPRESSION`).
@@ -53,6 +54,7 @@ from ..errors import UNREADABLE, BadInput, Status, point_counts
 from ..models.params import jsonable
 from ..userfiles import open_regular, regular_file
 from . import interrupts
+from .cf import from_cf, to_cf
 from .chunk import _fill_value
 
 REQUIRED_ATTRS = (
@@ -70,8 +72,6 @@ REQUIRED_ATTRS = (
 JSON_ATTRS = ("params", "grid", "command", "versions", "errors", "inputs", "history")
 """Global attributes that hold JSON text."""
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
-CONVENTIONS = "richlazy-1"
-"""The ``Conventions`` attribute: richlazy's own schema (README, "Result files"), not CF."""
 COMPRESSION = {"compression": "gzip", "compression_opts": 1, "shuffle": True}
 """h5netcdf encoding of compressed variables: zlib level 1 after byte shuffling (on
 single-neuron trajectories, 55% of the raw size; level 4 saves 2% more and writes 20% slower,
@@ -189,7 +189,6 @@ def provenance(
         "created": utc_now(),
         "host": socket.gethostname(),
         "versions": json.dumps(package_versions(), sort_keys=True),
-        "Conventions": CONVENTIONS,
     }
     state = git_state()
     if state is not None:
@@ -341,7 +340,7 @@ def write_result(ds: xr.Dataset, path: Path, force: bool = False, compress: bool
     """
     path = Path(path)
     check_writable(path, force)
-    ds = _encodable(ds)
+    ds = _encodable(to_cf(ds) if "model" in ds.attrs else ds)
     check_space(path, int(sum(item.nbytes for item in ds.variables.values())))
     enc = encoding(ds, compress)
 
@@ -447,7 +446,7 @@ def open_result(path: Path, load: bool = True) -> xr.Dataset:
         raise BadInput(f"{path}: cannot be read ({type(exc).__name__}: {exc})") from None
     if "richlazy_version" not in ds.attrs or "model" not in ds.attrs:
         raise BadInput(f"{path} is an HDF5 file but not a richlazy result")
-    return ds
+    return from_cf(ds)
 
 
 def json_attr(ds: xr.Dataset, name: str, default: Any = None) -> Any:
@@ -569,8 +568,9 @@ def dataset_counts(ds: xr.Dataset) -> dict[str, int]:
 def verify(path: Path) -> list[str]:
     """Problems with a result file (schema, completeness, consistency); empty when sound.
 
-    Besides the schema and ``status``, it checks that the ``grid`` attribute spans exactly the
-    grid coordinates (when the model is known here) and that the ``fingerprint`` matches the
+    Besides the schema and ``status``, it checks that the grid coordinates are those of the
+    ``grid`` attribute, or a subset of them in order (a CF subset, such as ``ncks -d`` or
+    ``ds.isel`` writes; when the model is known here) and that the ``fingerprint`` matches the
     model, action, parameters, grid and recorded inputs.
     """
     ds = open_result(path)
@@ -636,12 +636,26 @@ def _grid_problems(ds: xr.Dataset) -> list[str]:
         want = dim.coordinate()
         have = np.asarray(ds[dim.name].values)
         if want.dtype == object or have.dtype.kind in "OUS":
-            same = have.shape == want.shape and [str(v) for v in have] == [str(v) for v in want]
+            same = _is_subset([str(v) for v in have], [str(v) for v in want])
         else:
-            same = have.shape == want.shape and np.array_equal(have, want)
+            same = have.ndim == 1 and _is_subset(have.tolist(), want.tolist())
         if not same:
             problems.append(f"coordinate {dim.name} disagrees with the grid attribute")
     return problems
+
+
+def _is_subset(have: list[Any], want: list[Any]) -> bool:
+    """Whether the coordinate ``have`` is ``want`` or a part of it in the same order: a CF
+    subset of the grid (``ds.isel(...)``, ``ncks -d``) is a valid file of fewer points."""
+    if not have:
+        return False
+    position = 0
+    for value in have:
+        try:
+            position = want.index(value, position) + 1
+        except ValueError:
+            return False
+    return True
 
 
 def _fingerprint_problems(ds: xr.Dataset) -> list[str]:

@@ -357,6 +357,7 @@ def _discover() -> None:
     for info in pkgutil.iter_modules(package.__path__):
         if info.name not in ("base", "params") and not info.name.startswith("_"):
             importlib.import_module(f"richlazy_cli.models.{info.name}")
+    _entry_point_models()
     for name in os.environ.get("RICHLAZY_MODELS", "").split(","):
         if name.strip():
             try:
@@ -371,6 +372,36 @@ def _discover() -> None:
                     f"RICHLAZY_MODELS: cannot import {name.strip()!r} "
                     f"({type(exc).__name__}: {first or 'no message'})"
                 ) from None
+
+
+ENTRY_POINTS = "richlazy.models"
+"""The entry-point group of installed packages' models (``pyproject.toml``:
+``[project.entry-points."richlazy.models"] my-model = "mypkg.models:MyModel"``)."""
+
+
+def _entry_point_models() -> None:
+    """Load the models that installed packages declare as entry points (:data:`ENTRY_POINTS`).
+
+    An entry point names a module (whose ``@register`` classes register on import) or a
+    :class:`Model` class, registered here if it is not yet. A failing one is one line of
+    BadInput naming the entry point and its package.
+    """
+    from importlib import metadata
+
+    for point in metadata.entry_points(group=ENTRY_POINTS):
+        where = f"entry point {point.name} = {point.value!r}"
+        if point.dist is not None:
+            where += f" of {point.dist.name}"
+        try:
+            loaded = point.load()
+        except BadInput as exc:
+            raise BadInput(f"{where}: {exc}") from None
+        except Exception as exc:  # the user's package: one line, not a traceback
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise BadInput(f"{where}: cannot load ({type(exc).__name__}: {first})") from None
+        if isinstance(loaded, type) and issubclass(loaded, Model) and loaded is not Model:
+            if _REGISTRY.get(loaded.name) is not loaded:
+                register(loaded)
 
 
 def all_models() -> dict[str, type[Model]]:

@@ -412,6 +412,32 @@ def log_times(t_max: float, n: int, decades: float = 4.0) -> np.ndarray:
     return np.concatenate([[0.0], np.geomspace(t_max * 10.0**-decades, t_max, n)])
 
 
+STOP_MARGIN = 1.1
+"""``stop_on_recovery`` stops 10% after the last learnable teacher is recovered."""
+
+
+def expected_steps(values: Mapping[str, Any]) -> float:
+    """The SGD steps a ``train`` configuration runs: ``steps``, or with ``stop_on_recovery``
+    the greedy prediction of the last learnable teacher's recovery time (:func:`greedy_pairs`,
+    from the configuration's own initial directions) over ``lr``, plus the 10% margin, capped
+    at ``steps``. Online SGD at the default step follows the flow closely enough for a time
+    estimate (jobs/ren-sgd-dscaling.toml measures the exponent: 2.71 against the flow's 3)."""
+    steps = float(values["steps"])
+    lr = values.get("lr")
+    if not values.get("stop_on_recovery") or lr is None or not lr > 0:
+        return steps
+    try:
+        c = hermite_coeffs(values["k"], values.get("sigma_coeffs"))
+        a = teacher_weights(int(values["P"]), float(values["beta"]), values.get("a"))
+        U0 = initial_directions(int(values["seed"]), int(values["m"]), int(values["d"]))
+        times = greedy_pairs(U0[:, : int(values["P"])], a, c)[0]
+    except (ValueError, ArithmeticError):  # an estimate only: price the whole budget
+        return steps
+    if not np.any(np.isfinite(times)):
+        return steps
+    return min(steps, STOP_MARGIN * float(np.nanmax(times)) / float(lr))
+
+
 def log_steps(steps: int, n: int) -> np.ndarray:
     """0 followed by up to ``n`` distinct log-spaced integer steps from 1 to ``steps``."""
     s = np.unique(np.round(np.geomspace(1, steps, n)).astype(np.int64))
@@ -664,11 +690,14 @@ class Hermite(Model):
 
     @classmethod
     def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The same configuration over a shorter horizon (solve: t_max ≤ 20; train: ≤ 2000
-        steps), without stopping early: the cost is linear in either."""
+        """The same configuration over a shorter horizon (solve: t_max ≤ 20; train: about
+        5·10⁷/(m·d·batch) steps, between 2,000 and 200,000, so that the per-step work, not the
+        set-up and the checkpoints' population losses, dominates the timing), without stopping
+        early: the cost is linear in either."""
         short = dict(values)
         short["t_max"] = min(float(values["t_max"]), 20.0)
-        short["steps"] = min(int(values["steps"]), 2000)
+        work = max(int(values["m"]) * int(values["d"]) * int(values["batch"]), 1)
+        short["steps"] = min(int(values["steps"]), int(np.clip(5e7 / work, 2000, 200_000)))
         short["early_stop"] = short["stop_on_recovery"] = False
         return short
 
@@ -684,7 +713,7 @@ class Hermite(Model):
         m, d, P = values["m"], values["d"], values["P"]
         solve = 7.0 * values["t_max"] * m * (m + P) * d
         per_sample = 4.0 if values.get("loop", "numba") == "numba" else 60.0
-        train = float(values["steps"]) * values["batch"] * m * d * per_sample
+        train = float(expected_steps(values)) * values["batch"] * m * d * per_sample
         return (solve + train) * 1e-9
 
     @classmethod

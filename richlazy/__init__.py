@@ -1,0 +1,225 @@
+"""richlazy's Python API: the command line's runs, from a notebook or a script.
+
+Each function takes what the command of the same name takes, with Python values where the
+command line takes text, and returns an ``xarray.Dataset`` (docs/api.md)::
+
+    import richlazy
+    ds = richlazy.sweep("solve", "single-neuron",
+                        grid={"delta": "linspace(-1,1,5)"}, params={"beta0": [1.0, 0.5]})
+    ds = richlazy.sweep(config="jobs/fig1b-small.toml", output="results/fig1b-small.h5")
+    ds = richlazy.solve("single-neuron", delta=-1.0, beta0=[1.0, 0.5])
+    ds = richlazy.open("results/fig1b-small.h5")      # any result; a shard file as a grid
+    summary = richlazy.report(["results/fig1b-small.h5"], "reports/fig1b-small")
+
+``params`` take the values ``-p NAME=VALUE`` takes (numbers, lists, strings; a string is
+parsed as on the command line), ``grid`` the specs of ``-g NAME=SPEC`` (``"logspace(-1,0.3,17)"``)
+or lists of values, ``config`` a job file, whose values they override. Results are those of
+the command line, bit for bit (the same engine runs them: :func:`richlazy_cli.engine.run.execute`).
+
+Datasets come in the file's layout (CF-1.11, docs/engine.md "Result files"): a dimension the
+models call ``method`` is ``solution_method`` there, so that ``ds.sel(method=...)`` cannot
+mean two things.
+
+Bad input raises :class:`BadInput` (a ``ValueError``) with the command line's one-line
+message; a run whose points partly failed returns its dataset (``status`` says which) and
+warns.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import xarray as xr
+
+from richlazy_cli import __version__
+from richlazy_cli.errors import BadInput, ExitCode
+
+__all__ = ["BadInput", "__version__", "models", "open", "report", "solve", "sweep", "train"]
+
+def _command(name: str, **given: Any) -> list[str]:
+    """The provenance's ``command`` of an API call: what a reader can retype."""
+    parts = ["richlazy.api", name]
+    for key, value in given.items():
+        if value not in (None, {}, (), []):
+            parts.append(f"{key}={value!r}")
+    return parts
+
+
+def _finish(outcome: Any, out: Path, keep: bool) -> xr.Dataset:
+    if outcome.exit_code not in (ExitCode.OK, ExitCode.FAILED_POINTS):
+        raise BadInput(outcome.message or f"the run ended with exit code {int(outcome.exit_code)}")
+    if outcome.exit_code == ExitCode.FAILED_POINTS:
+        warnings.warn(
+            f"{len(outcome.failures)} point(s) failed; see the status variable", stacklevel=3
+        )
+    ds = open(out)
+    if not keep:  # a scratch folder of ours (_scratch)
+        shutil.rmtree(out.parent, ignore_errors=True)
+    return ds
+
+
+def _scratch(model: str, action: str) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="richlazy-"))
+    return folder / f"{model}-{action}.h5"
+
+
+def sweep(
+    action: str | None = None,
+    model: str | None = None,
+    *,
+    grid: Mapping[str, Any] | None = None,
+    params: Mapping[str, Any] | None = None,
+    config: str | Path | None = None,
+    output: str | Path | None = None,
+    jobs: int | None = None,
+    chunk_size: int | None = None,
+    backend: str | None = None,
+    shard: str | None = None,
+    force: bool = False,
+    resume: bool = False,
+    quiet: bool = True,
+    **run: Any,
+) -> xr.Dataset:
+    """Run ``action`` of ``model`` over ``grid`` (``richlazy sweep``); return the result.
+
+    ``output`` (or the job file's ``[run] output``) keeps the file; without one the result is
+    computed into a temporary file, loaded and the file removed. Other ``[run]`` options
+    (``worker_timeout``, ``fail_fast``, ``max_points``, ``max_bytes``, ``scheduler``) pass as
+    keywords.
+    """
+    from richlazy_cli.engine.job import Request, read_job_file
+
+    keep = output is not None
+    if output is None and config is not None:
+        keep = "output" in read_job_file(Path(config)).run
+    given_run = {"jobs": jobs, "chunk_size": chunk_size, "backend": backend, "shard": shard,
+                 **run}
+    scratch = None
+    if not keep:
+        job_file = read_job_file(Path(config)) if config is not None else None
+        scratch = _scratch(str(model or (job_file.model if job_file else "result")),
+                           str(action or (job_file.action if job_file else "sweep")))
+        given_run["output"] = str(scratch)
+    elif output is not None:
+        given_run["output"] = str(output)
+    request = Request(action, model, (), (), Path(config) if config else None,
+                      {k: v for k, v in given_run.items() if v is not None},
+                      values=dict(params or {}), grid_specs=dict(grid or {}))
+    command = _command("sweep", action=action, model=model, grid=grid, params=params,
+                       config=config)
+
+    def warn(job: Any, out: Path, opts: Any) -> None:
+        from richlazy_cli.engine.run import jobs_warning
+
+        if (line := jobs_warning(opts)) is not None:
+            warnings.warn(line, stacklevel=3)
+
+    _, out, outcome = run_sweep(request, command, before=warn, resume=resume, force=force,
+                                quiet=quiet)
+    return _finish(outcome, out, keep)
+
+
+def run_sweep(request: Any, command: list[str], before: Any = None,
+              **flags: bool) -> tuple[Any, Path, Any]:
+    """The sweep behind :func:`sweep` and ``richlazy sweep``: the job file and options merged
+    (:func:`richlazy_cli.engine.job.prepare_sweep`), ``before(job, out, opts)`` called (the
+    command line prints its warnings there), then the run. Returns (job, output, outcome);
+    a dry run's outcome holds the plan and the estimate."""
+    from richlazy_cli.engine.job import prepare_sweep
+    from richlazy_cli.engine.run import execute
+
+    job, out, opts = prepare_sweep(request, **flags)
+    if before is not None:
+        before(job, out, opts)
+    return job, out, execute(job, out, opts, command)
+
+
+def run_single(action: str, request: Any, output: str | Path | None, force: bool,
+               command: list[str]) -> tuple[Path, Any]:
+    """The run behind :func:`solve`/:func:`train` and ``richlazy solve|train``: one
+    configuration in this process into ``output`` (a scratch file when None). Returns
+    (output, outcome)."""
+    from richlazy_cli.engine.job import prepare_single
+    from richlazy_cli.engine.run import RunOptions, execute
+
+    job = prepare_single(action, request)
+    out = Path(output) if output is not None else _scratch(job.model.name, action)
+    opts = RunOptions(jobs=1, use_parts=False, force=force, quiet=True)
+    return out, execute(job, out, opts, command)
+
+
+def _single(action: str, model: str, params: Mapping[str, Any], config: str | Path | None,
+            output: str | Path | None, force: bool) -> xr.Dataset:
+    from richlazy_cli.engine.job import Request
+
+    request = Request(model=model, config=Path(config) if config else None, values=dict(params))
+    command = _command(action, model=model, params=dict(params), config=config)
+    out, outcome = run_single(action, request, output, force, command)
+    return _finish(outcome, out, keep=output is not None)
+
+
+def solve(model: str, config: str | Path | None = None, output: str | Path | None = None,
+          force: bool = False, **params: Any) -> xr.Dataset:
+    """One configuration's gradient flow (``richlazy solve MODEL -p NAME=VALUE ...``)."""
+    return _single("solve", model, params, config, output, force)
+
+
+def train(model: str, config: str | Path | None = None, output: str | Path | None = None,
+          force: bool = False, **params: Any) -> xr.Dataset:
+    """One configuration trained by GD or SGD (``richlazy train MODEL -p NAME=VALUE ...``)."""
+    return _single("train", model, params, config, output, force)
+
+
+def open(path: str | Path) -> xr.Dataset:
+    """A result file, loaded: any layout (old files too), a shard file over the whole grid
+    (the other shards' points missing: NaN, status -1), in the file layout (CF-1.11)."""
+    from richlazy_cli.engine.cf import file_view
+    from richlazy_cli.engine.store import as_grid, open_result
+
+    return file_view(as_grid(open_result(Path(path))))
+
+
+def _internal(name: str | None) -> str | None:
+    from richlazy_cli.engine.cf import DATA_RENAMES, RENAMES
+
+    inverse = {v: k for k, v in {**RENAMES, **DATA_RENAMES}.items()}
+    return inverse.get(name, name) if name is not None else None
+
+
+def report(
+    inputs: str | Path | Sequence[str | Path],
+    output: str | Path,
+    *,
+    kind: str = "auto",
+    variables: Sequence[str] | None = None,
+    x: str | None = None,
+    y: str | None = None,
+    at: Mapping[str, Any] | None = None,
+    reduce: str = "mean",
+    fmt: str = "png",
+    contours: bool = False,
+) -> dict[str, Any]:
+    """Draw the figures of result files into ``output`` (``richlazy report``); return the
+    summary (``summary.json``). Names may be given in the file's layout or the models'."""
+    from richlazy_cli.report import build_report
+
+    paths = [Path(inputs)] if isinstance(inputs, str | Path) else [Path(p) for p in inputs]
+    return build_report(
+        paths, Path(output), kind=kind,
+        variables=[str(_internal(v)) for v in variables] if variables else None,
+        x=_internal(x), y=_internal(y),
+        at={str(_internal(k)): str(v) for k, v in (at or {}).items()},
+        reduce=reduce, fmt=fmt, contours=contours,
+    )
+
+
+def models() -> dict[str, Any]:
+    """Every registered model class by name (``richlazy models``)."""
+    from richlazy_cli.models.base import all_models
+
+    return dict(all_models())

@@ -1,0 +1,221 @@
+"""The CF layer of result files: what is written to disk, and how it is read back.
+
+Inside richlazy a result keeps the names its models and engine use (``method``, ``rank``,
+``history`` as a JSON list). On disk it follows the CF conventions (docs/engine.md, "Result
+files", "CF conformance"): :func:`to_cf` is applied by every write, :func:`from_cf` by every
+read, so that files of both layouts (``richlazy-1``, before this layer, and ``CF-1.11
+richlazy-2``) open, report and merge alike.
+
+What :func:`to_cf` does:
+
+* ``Conventions = "CF-1.11 richlazy-2"``; ``title``, ``source`` and ``references`` (the
+  papers the model implements);
+* every ``units`` is UDUNITS-parseable: ``"1"`` for dimensionless numbers (and for counts
+  such as steps and epochs, and richlazy's dimensionless gradient-flow time; the wall time
+  ``elapsed`` is in ``"s"``); a word that is not a unit is kept as ``richlazy_units`` (``"steps"``,
+  ``"time"``) and restored on reading;
+* every dimension has a coordinate variable (an integer index, marked ``richlazy_index = 1``,
+  where the model gives none);
+* names that collide with xarray's API are renamed (:data:`RENAMES`: a dimension ``method``
+  would be swallowed by ``.sel(method=...)``, ``rank`` is a method of ``Dataset``, a data
+  variable ``time`` is not the time coordinate); ``richlazy_renamed`` records the map;
+* a short ``label`` attribute (mathtext) beside every ``long_name``;
+* ``history`` becomes CF's free text, one line per run, and the JSON record of the runs moves to
+  ``richlazy_history``. Lines that other tools append to ``history`` are kept.
+* ``status`` keeps its ``flag_values`` and ``flag_meanings`` (:mod:`.assemble`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+CONVENTIONS = "CF-1.11 richlazy-2"
+"""The ``Conventions`` attribute of files written now (CF, and richlazy's own schema)."""
+OLD_CONVENTIONS = ("richlazy-1",)
+"""Earlier layouts, still read."""
+
+RENAMES = {"method": "solution_method", "rank": "sv_index"}
+"""Internal name → name in the file, for dimensions and variables that collide with xarray's
+API (``Dataset.sel(method=...)``, ``Dataset.rank``)."""
+DATA_RENAMES = {"time": "step_time"}
+"""Data variables (not dimensions) renamed in the file: a data variable ``time`` is not the
+time coordinate CF tools would take it for."""
+
+REFERENCES = {
+    "kunin": "Kunin et al. 2024, Get rich quick: exact solutions reveal how unbalanced "
+    "initializations promote rapid feature learning",
+    "azulay": "Azulay et al. 2021, On the implicit bias of initialization shape: beyond "
+    "infinitesimal mirror descent",
+    "ren": "Ren et al. 2025, Emergence and scaling laws in SGD learning of shallow neural "
+    "networks",
+}
+MODEL_REFERENCES = {
+    "single-neuron": ("kunin", "azulay"),
+    "two-layer": ("kunin",),
+    "linear": ("kunin",),
+    "diagonal": ("azulay",),
+    "hermite": ("ren",),
+    "rhm": ("kunin",),
+    "grokking": ("kunin",),
+    "cnn": ("kunin",),
+}
+
+UNIT_WORDS = {"time", "gradient-flow time", "steps", "step", "epochs", "epoch", "checkpoints"}
+"""Units written by models that are not units: counts and dimensionless model time ("1")."""
+
+
+def _references(model: str) -> str:
+    keys = MODEL_REFERENCES.get(model, ("kunin", "azulay", "ren"))
+    return "; ".join(REFERENCES[k] for k in keys)
+
+
+_STOPS = (" (", ": ", "; ", ", ", " = ")
+
+
+def _head(text: str) -> str:
+    """``text`` up to its first clause break outside brackets (`` (``, ``:``, ``;``, ``,``,
+    `` =``): ``NTK kernel distance S(0, t)`` stays whole, ``a (the output weight)`` is ``a``."""
+    depth = 0
+    for i, char in enumerate(text):
+        if depth == 0 and i and any(text.startswith(stop, i) for stop in _STOPS):
+            return text[:i]
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(0, depth - 1)
+    return text
+
+
+def short_label(name: str, long_name: str) -> str:
+    """A short plot label (mathtext where the name is a symbol) for a variable."""
+    from ..report.mathtext import symbol, to_mathtext
+
+    sym = symbol(name)
+    if sym is not None:
+        return sym
+    text = _head(long_name or name)
+    if len(text) > 40:
+        text = name.replace("_", " ")
+    try:
+        return to_mathtext(text)
+    except Exception:  # a label is a convenience, never a reason to fail a write
+        return text
+
+
+def _cf_units(name: str, item: xr.Variable) -> dict[str, Any]:
+    attrs = dict(item.attrs)
+    if item.dtype.kind in "OUSb":
+        attrs.pop("units", None)
+        return attrs
+    units = str(attrs.get("units", "") or "")
+    if not units:
+        attrs["units"] = "1"
+    elif units in UNIT_WORDS:
+        attrs["richlazy_units"] = units
+        attrs["units"] = "1"
+    return attrs
+
+
+def _history_lines(history: list[Any]) -> list[str]:
+    lines = []
+    for entry in history:
+        if not isinstance(entry, dict):
+            continue
+        command = entry.get("command") or []
+        text = " ".join(str(c) for c in command) if isinstance(command, list) else str(command)
+        lines.append(
+            f"{entry.get('created', '?')} {entry.get('host', '?')}: {text} "
+            f"(richlazy {entry.get('richlazy_version', '?')}, {entry.get('run', 'start')})"
+        )
+    return lines
+
+
+def is_cf_layout(ds: xr.Dataset) -> bool:
+    """Whether ``ds`` is in the file layout (written by :func:`to_cf`), not the internal one."""
+    return str(ds.attrs.get("Conventions", "")).startswith("CF-")
+
+
+def to_cf(ds: xr.Dataset) -> xr.Dataset:
+    """The file layout of an internal result (idempotent; see the module docstring)."""
+    if is_cf_layout(ds):
+        return ds
+    out = ds.copy()
+    renames = {k: v for k, v in RENAMES.items() if (k in out.dims or k in out.variables)
+               and v not in out.variables and v not in out.dims}
+    renames.update({k: v for k, v in DATA_RENAMES.items()
+                    if k in out.data_vars and k not in out.dims and v not in out.variables})
+    if renames:
+        out = out.rename(renames)
+    for dim in out.dims:
+        if dim not in out.variables:
+            out = out.assign_coords({dim: xr.Variable(
+                (dim,), np.arange(out.sizes[dim], dtype=np.int64),
+                {"long_name": f"index along {dim}", "units": "1", "richlazy_index": 1},
+            )})
+    for name in list(out.variables):
+        item = out.variables[name]
+        attrs = _cf_units(str(name), item)
+        attrs.setdefault("label", short_label(str(name), str(attrs.get("long_name", ""))))
+        item.attrs = attrs
+    attrs = dict(out.attrs)
+    model, action = str(attrs.get("model", "")), str(attrs.get("action", ""))
+    attrs["Conventions"] = CONVENTIONS
+    attrs.setdefault("title", f"richlazy {model} {action}".strip())
+    attrs.setdefault("source", f"richlazy {attrs.get('richlazy_version', '')}".strip())
+    attrs.setdefault("references", _references(model))
+    if renames:
+        attrs["richlazy_renamed"] = json.dumps(renames)
+    history = attrs.get("history")
+    try:
+        runs = json.loads(history) if isinstance(history, str) else None
+    except json.JSONDecodeError:
+        runs = None
+    if isinstance(runs, list):
+        lines = _history_lines(runs)
+        extra = [line for line in str(attrs.pop("history_text", "")).splitlines()
+                 if line.strip() and line not in lines]
+        attrs["richlazy_history"] = history
+        attrs["history"] = "\n".join([*lines, *extra])
+    out.attrs = attrs
+    return out
+
+
+def from_cf(ds: xr.Dataset) -> xr.Dataset:
+    """The internal layout of a result read from a file, whichever layout it was written in."""
+    attrs = dict(ds.attrs)
+    if not is_cf_layout(ds):
+        return ds  # an old-layout file (richlazy-1): already internal
+    try:
+        renames = json.loads(attrs.pop("richlazy_renamed", "{}")) or {}
+    except json.JSONDecodeError:
+        renames = {}
+    drop = [name for name, item in ds.coords.items() if item.attrs.get("richlazy_index") == 1]
+    out = ds.drop_vars(drop)
+    back = {new: old for old, new in renames.items() if new in out.dims or new in out.variables}
+    if back:
+        out = out.rename(back)
+    for name in list(out.variables):
+        item = out.variables[name]
+        item_attrs = dict(item.attrs)
+        if "richlazy_units" in item_attrs:
+            item_attrs["units"] = item_attrs.pop("richlazy_units")
+        elif item_attrs.get("units") == "1":
+            item_attrs.pop("units")
+        item_attrs.pop("label", None)
+        item.attrs = item_attrs
+    if "richlazy_history" in attrs:
+        attrs["history_text"] = attrs.get("history", "")
+        attrs["history"] = attrs.pop("richlazy_history")
+    for key in ("title", "source", "references", "Conventions"):
+        attrs.pop(key, None)  # to_cf writes them anew
+    out.attrs = attrs
+    return out
+
+
+def file_view(ds: xr.Dataset) -> xr.Dataset:
+    """What a user sees of an internal result: the CF layout, history as text."""
+    return to_cf(ds)
