@@ -115,7 +115,7 @@ test-slow: install
 	$(BIN)/python -m pytest -q -m slow
 
 lint: install
-	$(BIN)/ruff check richlazy_cli tests bench
+	$(BIN)/ruff check richlazy_cli richlazy tests bench examples
 
 bench: install
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
@@ -136,7 +136,7 @@ PAPER_FULL_RESULTS := $(addprefix $(RESULTS)/,fig1a.h5 fig1b.h5 single-neuron-de
 
 $(RESULTS)/paper/%.h5: jobs/paper/%.toml | $(STAMP)
 	@mkdir -p $(dir $@)
-	$(RICHLAZY) sweep -c $< -o $@ --jobs $(JOBS) --force -q
+	$(RICHLAZY) sweep -c $< -o $@ --jobs $(JOBS) $(SWEEP_KEEP) -q && touch $@
 
 paper: $(PAPER_RESULTS)
 	$(RICHLAZY) figure --gallery $(RESULTS) -o $(REPORTS)/paper -q
