@@ -133,59 +133,25 @@ def test_sgd_follows_gradient_flow_and_spread_shrinks_with_lr() -> None:
 @pytest.mark.slow
 def test_theorem_2_1_in_the_sgd_regime() -> None:
     """P = 4, a = (0.8, 0.45, 0.3, 0.2), d = 32, m = 8, σ0 = 1e-2, batch 1, lr = 0.01 a_min/d²
-    (≈ 5·10⁶ steps), seeds 0-1 (≈ 45 s). The same seed under solve is the GF reference.
+    (≈ 10⁷ steps per seed), seeds 0-1; the claims tier runs seed 0
+    (tests/test_claims.py::theorem_2_1_check states the protocol and the bounds).
 
     For the teachers whose GF recovery is not slowed by competition (t^GF ≤ 1.5 t̂):
     t^SGD/t^GF ∈ [0.8, 1.25] and the same order; winners = greedy winners (Eq. 5); search
     phase (Thm 2.1(c), finite-d form): overlap ≤ 2.3 overlap(0) for t ≤ t_p/2.
 
     Norm convergence (Thm 2.1(b)): the squared norm carried along e_p, Σ ‖v_k‖² over the
-    neurons with cos² ≥ 0.9 to e_p, is in [0.85, 1.15] a_p once the norm phase is over. (With
-    m = 8 > P = 4 a spare neuron can align with a learned direction and share its norm: the
-    winner alone carries 0.62 a_2 in seed 1, printed.) After the direction is found, ‖v‖²
-    grows logistically, d‖v‖²/dt ≈ 4‖v‖²(a_p − ‖v‖²),
-    which takes τ_p = ln(a_p/σ0²)/(4 a_p) ≈ 2.6–11 time units here; the theorem's "after
-    (1+Δ)T_p" is asymptotic in d (τ_p/T_p ∝ log d/d). At d = 32, T_p is only 3–30, so
-    1.5 T_p is too early (the winner's ‖v‖² is still 0.003–0.4 there: printed); the bound is
-    asserted for t ≥ t_p + 2 τ_p.
+    neurons with cos² ≥ 0.9 to e_p, is in [0.85, 1.15] a_p once the norm phase is over. After
+    the direction is found ‖v‖² grows logistically, d‖v‖²/dt ≈ 4‖v‖²(a_p − ‖v‖²), which takes
+    τ_p = ln(a_p/σ0²)/(4 a_p) ≈ 2.6–11 time units here; the theorem's "after (1+Δ)T_p" is
+    asymptotic in d (τ_p/T_p ∝ log d/d), so the bound is asserted for t ≥ t_p + 2τ_p, at
+    every one of at least 5 checkpoints there: the run lasts until 1.5 (t_p + 2τ_p) of the
+    slowest clean teacher instead of stopping at its recovery, so the window is never empty.
     """
-    a = [0.8, 0.45, 0.3, 0.2]
-    d, m, lr = 32, 8, 0.01 * 0.2 / 32**2
+    from tests.test_claims import assert_theorem_2_1, theorem_2_1_check
+
     for seed in (0, 1):
-        gf = run("solve", d=d, P=4, m=m, a=a, seed=seed, t_max=400.0, checkpoints=200,
-                 early_stop=True)
-        t_hat = gf["t_recover_theory"].values
-        sgd = run("train", d=d, P=4, m=m, a=a, seed=seed, lr=lr,
-                  steps=math.ceil(2 * np.nanmax(t_hat) / lr), checkpoints=300,
-                  stop_on_recovery=True, save_params=True)
-        t_gf, t_sgd = gf["t_recover"].values, sgd["t_recover"].values
-        clean = t_gf <= 1.5 * t_hat
-        print(f"seed {seed}: SGD/GF {np.round(t_sgd / t_gf, 3)}, clean {clean}")
-        assert clean.sum() >= 2
-        ratio = t_sgd[clean] / t_gf[clean]
-        assert np.all((ratio >= 0.8) & (ratio <= 1.25)), ratio
-        np.testing.assert_array_equal(np.argsort(t_sgd[clean]), np.argsort(t_gf[clean]))
-        np.testing.assert_array_equal(sgd["winner"].values[clean],
-                                      sgd["winner_theory"].values[clean])
-        time = sgd["time"].values
-        V = sgd["v"].values  # (step, neuron, dim)
-        for p in np.flatnonzero(clean):
-            w = int(sgd["winner"].values[p])
-            nrm = np.sum(V**2, axis=2)  # (step, neuron)
-            aligned = V[:, :, p] ** 2 >= 0.9 * nrm
-            r2 = np.sum(np.where(aligned, nrm, 0.0), axis=1)
-            print(f"  p={p + 1}: winner's share of the aligned norm at the end "
-                  f"{nrm[-1, w] / r2[-1] if r2[-1] > 0 else math.nan:.3f}")
-            tau = math.log(a[p] / 1e-4) / (4 * a[p])
-            at15 = int(np.argmax(time >= 1.5 * t_sgd[p]))
-            late = (time >= t_sgd[p] + 2 * tau) & np.isfinite(r2)
-            print(f"  p={p + 1}: ‖v‖²/a at 1.5 t_p {r2[at15] / a[p]:.3f}; after t_p + 2τ: "
-                  f"{np.round(r2[late][[0, -1]] / a[p], 3) if late.any() else 'none'}")
-            if late.any():
-                assert np.all((r2[late] >= 0.85 * a[p]) & (r2[late] <= 1.15 * a[p])), (p, r2)
-            early = time <= 0.5 * t_sgd[p]
-            ov = sgd["overlap"].values[early, p]
-            assert np.all(ov <= 2.3 * ov[0]), (p, ov.max() / ov[0])
+        assert_theorem_2_1(theorem_2_1_check(32, seed))
 
 
 def _crossing_times(d: int, m: int, seed: int) -> tuple[float, float, float]:
@@ -283,8 +249,11 @@ def test_heavy_tail_barrier_numbers() -> None:
     ½[1 − 0.5^0.6] = 0.170·2 = 0.340, and 0.032 at β = 0.8. The paper's displayed width term
     (1 − (P/m)^(1−2β))₊ is 0 for every m < P: the derived form is asserted instead."""
     assert tail_loss(teacher_weights(64, 0.2), 32) / 0.5 == pytest.approx(0.357, abs=1e-3)
-    assert 1 - 0.5**0.6 == pytest.approx(0.340, abs=1e-3)
     assert tail_loss(teacher_weights(64, 0.8), 32) / 0.5 == pytest.approx(0.032, abs=1e-3)
+    # the exact sums approach the continuum form (13) as P grows, the error shrinking with P
+    err = [abs(tail_loss(teacher_weights(P, 0.2), P // 2) / 0.5 - (1 - 0.5**0.6))
+           for P in (64, 1024, 16384)]
+    assert err[0] > err[1] > err[2] and err[2] <= 2e-3, err
     assert unstable_exponent(0.8) == pytest.approx(-0.375)
 
 
@@ -299,6 +268,7 @@ def test_heavy_tail_barrier_on_simulated_flows() -> None:
     Reported, not asserted: L∞/L(0) at β = 0.8, m = 32 is 0.067 and 0.059 (claim ≤ 0.05;
     the top 32 tasks would leave 0.032, but 26–28 are recovered and not only the top ones,
     which leaves more, as foreseen for m' = 0.8 m: 0.045)."""
+    barrier = {}
     for beta, m in ((0.2, 32), (0.8, 32), (0.35, 16)):
         ds = run("solve", d=256, P=64, m=m, beta=beta, t_max=1000.0, checkpoints=60,
                  early_stop=True)
@@ -310,8 +280,8 @@ def test_heavy_tail_barrier_on_simulated_flows() -> None:
               f"predicted {left:.4f}, measured {L[-1]:.4f}")
         assert rec.sum() >= 0.8 * m
         assert abs(L[-1] / left - 1) <= 0.2
-        if beta == 0.2:
-            assert L[-1] / L[0] >= 0.25
+        barrier[beta] = L[-1] / L[0]
+    assert barrier[0.2] >= 0.25, barrier
 
 
 @pytest.mark.slow
