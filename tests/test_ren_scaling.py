@@ -210,8 +210,10 @@ def test_width_and_compute_exponents_on_simulated_flows(cli, tmp_path: Path) -> 
       (−0.410 [−0.413, −0.406]) and the raw one ≤ −1/3 + 0.02 (−0.541): steeper, as the paper
       says of its Fig. 2b;
 
-    Reported, not asserted, because they miss the intended margins here:
-    * width: corrected slope −0.78 [−1.23, −0.33] over m = 8…64 (theory −0.6, margin 0.1).
+    Verdicts asserted as measured, so that a change in them fails (docs/claims.md):
+    * width: corrected slope −0.78 [−1.23, −0.33] over m = 8…64 (theory −0.6, margin 0.1);
+      not asserted against the theory: the plateaus are the tail of the tasks actually
+      recovered (asserted in tests/test_claims.py), which the horizon and co-learning cut.
       At t_max = 7000 the narrow students have not finished: 24–28 of 32 and 45–52 of 64
       learnable tasks are recovered, and with m ≪ P the greedy pairs include lucky tail
       tasks, so the loss at t_max (m = 8: 0.12–0.31) lies above ½ Σ_{p>m} a_p² (0.085);
@@ -231,16 +233,26 @@ def test_width_and_compute_exponents_on_simulated_flows(cli, tmp_path: Path) -> 
     assert abs(fits["time"]["corrected"]["slope"] + 0.75) <= 0.15
     assert abs(fits["compute"]["corrected"]["slope"] + 1 / 3) <= 0.1
     assert fits["compute"]["slope"] <= -1 / 3 + 0.02
+    agree = {}
     for m in ds["m"].values:
         one = ds.sel(m=m)
-        print("greedy agreement m =", m,
-              greedy_agreement(one["winner"].values, one["winner_theory"].values))
+        agree[int(m)] = float(np.mean([greedy_agreement(one.sel(seed=s)["winner"].values,
+                                                        one.sel(seed=s)["winner_theory"].values)
+                                       for s in one["seed"].values]))
+    print("greedy agreement by width", agree)
+    # near ties: agreement falls with the width (measured 0.86-1.0 at m = 8, 0.59-0.62 at 2P)
+    assert agree[8] >= 0.85 and agree[256] <= 0.7 and agree[8] - agree[256] >= 0.2, agree
     widest = ds.sel(m=256)
+    slopes = []
     for seed in widest["seed"].values:
         one = widest.sel(seed=seed)
         f = emergence_order_fit(one["t_recover"].values, one["winner_overlap0"].values,
                                 (2, 128))
         print("Prop 2.2(a)", seed, f["slope"], "raw", f["raw"]["slope"])
+        slopes.append(f["slope"])
+    # Prop. 2.2(a) at d = 256: steeper than β = 0.8 (0.89-0.92); its trend over d is in
+    # scripts/claims_trends.py (docs/claims.md §Prop. 2.2(a))
+    assert 0.85 <= float(np.mean(slopes)) <= 0.95, slopes
 
 
 # -- β < ½ and the budget-tuned step (docs/hermite-sgd.md §6) ---------------------------------
@@ -265,10 +277,11 @@ def test_heavy_tail_barrier_on_simulated_flows() -> None:
     L∞(m) is within ±20% of ½ Σ a_p² over the teachers not recovered (measured ratio
     1.00–1.06 over the whole job), and m' ≥ 0.8 m teachers are recovered.
 
-    Reported, not asserted: L∞/L(0) at β = 0.8, m = 32 is 0.067 and 0.059 (claim ≤ 0.05;
-    the top 32 tasks would leave 0.032, but 26–28 are recovered and not only the top ones,
-    which leaves more, as foreseen for m' = 0.8 m: 0.045)."""
-    barrier = {}
+    Verdict at β = 0.8, m = 32 (asserted as measured): L∞/L(0) is 0.067 and 0.059 > 0.05 (the
+    claim's ≤ 0.05 does not hold here) and lies above the top-32 tail 0.032: 26–28 tasks are
+    recovered and not only the top ones; the co-learning-aware prediction above accounts for
+    it (docs/claims.md §heavy tail)."""
+    barrier, above_top = {}, {}
     for beta, m in ((0.2, 32), (0.8, 32), (0.35, 16)):
         ds = run("solve", d=256, P=64, m=m, beta=beta, t_max=1000.0, checkpoints=60,
                  early_stop=True)
@@ -281,7 +294,9 @@ def test_heavy_tail_barrier_on_simulated_flows() -> None:
         assert rec.sum() >= 0.8 * m
         assert abs(L[-1] / left - 1) <= 0.2
         barrier[beta] = L[-1] / L[0]
+        above_top[beta] = L[-1] / tail_loss(a, m)
     assert barrier[0.2] >= 0.25, barrier
+    assert barrier[0.8] > 0.05 and above_top[0.8] > 1.0, (barrier, above_top)
 
 
 @pytest.mark.slow
@@ -296,7 +311,8 @@ def test_budget_tuned_envelope_beats_stable_step() -> None:
     L(0)) and n̂_P the stable run's predicted last recovery. Measured max ratio 0.62 (seed 0),
     0.68 (seed 1).
 
-    Reported, not asserted, because they do not hold at this size: the envelope's log-log
+    Asserted as measured, because they do not hold at this size (docs/claims.md §Cor. 2.3):
+    the envelope's log-log
     slope over [n̂_1, n̂_P] is −1.10 and −1.06 (derived −(2β−1)/(2β) = −0.375): with only 8
     tasks the window is the finite-P cut-off of the tail (the stable curve's slope is −1.03
     there too); and in the q = 2 run the teachers p > 2 reach overlap² ≈ 20/d before teacher 2
@@ -329,6 +345,8 @@ def test_budget_tuned_envelope_beats_stable_step() -> None:
         frozen = ov[n < t2][:, 2:].max() * d
         print(f"  envelope slope {slope:.3f} (derived {unstable_exponent(0.8)}); q=2 run: "
               f"max overlap² of p > 2 before p = 2 is recovered {frozen:.1f}/d")
+        # the finite-P cut-off, not the derived −0.375; the small tasks are not frozen
+        assert slope <= -0.9 and frozen >= 10, (slope, frozen)
 
 
 # -- Lemma 3.1: initial gaps (R15) ------------------------------------------------------------
