@@ -117,6 +117,8 @@ def summarise_width(rows: list[dict[str, Any]]) -> dict[str, Any]:
             continue
         L = np.array([[next(r["L_end"] for r in mine if r["seed"] == s and r["m"] == m)
                        for m in WIDTH_M] for s in full])
+        Lg = np.array([[next(r["greedy_plateau"] for r in mine if r["seed"] == s
+                             and r["m"] == m) for m in WIDTH_M] for s in full])
         frac = np.array([[next(r["greedy_recovered"] for r in mine
                                if r["seed"] == s and r["m"] == m) for m in WIDTH_M]
                          for s in full])
@@ -124,6 +126,7 @@ def summarise_width(rows: list[dict[str, Any]]) -> dict[str, Any]:
                            for m in WIDTH_M] for s in full])
         entry = {"seeds": len(full),
                  "width_slope": bootstrap(L, lambda x: width_slope(x.mean(axis=0))),
+                 "greedy_width_slope": bootstrap(Lg, lambda x: width_slope(x.mean(axis=0))),
                  "greedy_recovered": bootstrap(frac, np.mean),
                  "agreement": bootstrap(agree, np.mean),
                  "wall_s": float(sum(r["wall_s"] for r in mine))}
@@ -192,6 +195,12 @@ def figures(out: Path) -> None:
             if v.size:
                 ax.errorbar(x, v[:, 0], yerr=[v[:, 0] - v[:, 1], v[:, 2] - v[:, 0]],
                             marker="o", capsize=3, label="measured (95% bootstrap)")
+            if key == "width_slope":
+                g = np.array([s["by_d"][str(d)]["greedy_width_slope"] for d in x])
+                ax.errorbar(np.array(x) * 1.08, g[:, 0], yerr=[g[:, 0] - g[:, 1],
+                                                               g[:, 2] - g[:, 0]],
+                            marker="s", capsize=3, ls=":",
+                            label="greedy plateaus of the same seeds")
             for y, lab in refs:
                 ax.axhline(y, ls="--", lw=1, color="grey" if "theory" in lab else "C2",
                            label=lab)
