@@ -158,3 +158,19 @@ def decoupling_run(d: int, P: int, m: int, seed: int, a: list[float] | None = No
                co_learning=co_learning_neurons(ds["v"].values[-1], P,
                                                ds["winner_theory"].values))
     return out
+
+
+def greedy_plateaus(P: int, beta: float, d: int, widths: tuple[int, ...],
+                    seeds: range) -> np.ndarray:
+    """(seed, width) greedy plateaus ½ Σ a_p² over the tasks the greedy rule leaves unpaired
+    (h4; docs/hermite-sgd.md eq. (8)), from the initial directions alone: no flow is run."""
+    from .hermite import greedy_pairs, hermite_coeffs, initial_directions, teacher_weights
+
+    c = hermite_coeffs(4, None)
+    a = teacher_weights(P, beta)
+    out = np.empty((len(seeds), len(widths)))
+    for i, s in enumerate(seeds):
+        for j, m in enumerate(widths):
+            T = greedy_pairs(initial_directions(s, m, d)[:, :P], a, c)[0]
+            out[i, j] = plateau(a, np.isfinite(T))
+    return out
