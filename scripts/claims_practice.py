@@ -3,7 +3,7 @@ analysis of jobs/cnn-digits-alpha-early.toml and jobs/filters-digits24-bn.toml (
 unnormalised jobs/filters-digits24-small.toml), with bootstrap intervals over seeds and a
 figure of each.
 
-    PYTHONPATH=. python scripts/claims_practice.py early   RESULT.h5 [--out DIR]
+    PYTHONPATH=. python scripts/claims_practice.py early   RESULT.h5 [MORE.h5 ...] [--out DIR]
     PYTHONPATH=. python scripts/claims_practice.py filters BN.h5 PLAIN.h5 [--out DIR]
 
 early: S(n)/S(end) at n = 120 steps (the paper's first MNIST epoch: 60,000/512 ≈ 118 steps)
@@ -33,8 +33,9 @@ def bootstrap_mean(x: np.ndarray, n: int = 2000, seed: int = 0) -> list[float]:
     return [float(np.mean(x)), float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))]
 
 
-def early(path: Path, out: Path) -> dict[str, Any]:
-    ds = xr.open_dataset(path, engine="h5netcdf").load()
+def early(paths: list[Path], out: Path) -> dict[str, Any]:
+    parts = [xr.open_dataset(p, engine="h5netcdf").load() for p in paths]
+    ds = xr.concat(parts, dim="alpha").sortby("alpha") if len(parts) > 1 else parts[0]
     S = ds["kernel_distance"].transpose("alpha", "seed", "checkpoint").values
     steps = ds["step"].values
     N = steps[-1]
@@ -141,7 +142,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("results/trends"))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    res = early(args.files[0], args.out) if args.what == "early" else filters(
+    res = early(args.files, args.out) if args.what == "early" else filters(
         args.files[0], args.files[1], args.out)
     text = json.dumps(res, indent=1)
     (args.out / f"practice-{args.what}.json").write_text(text)
