@@ -389,3 +389,28 @@ def test_lemma_3_1_gaps_scale_with_p_not_d() -> None:
     assert q4096 / q256 >= 0.5
     assert q32 < q8
 
+
+
+@pytest.mark.slow
+def test_greedy_agreement_and_prop_2_2a_move_toward_the_paper_with_d() -> None:
+    """scripts/claims_trends.py ren-width's m = 2P runs at d = 64 and 256 (P = 32, β = 0.8,
+    m = 64, t_max = 30 d, early_stop, seeds 0-3; ≈ 20 min on a loaded 2-core machine). As d
+    grows the greedy agreement at m = 2P rises beyond the d = 64 interval (measured 0.55
+    [0.49, 0.66] → 0.77 [0.73, 0.81]; the claim: ≥ 0.8) and the Prop. 2.2(a) slope falls
+    toward β = 0.8 (1.19 [1.11, 1.26] → 0.85 [0.84, 0.87]). Verdict for both: holds
+    asymptotically (docs/claims.md §3)."""
+    from tests.test_claims import _bootstrap_mean
+
+    agree, slope = {}, {}
+    for d in (64, 256):
+        a_s, p_s = [], []
+        for seed in range(4):
+            ds = run("solve", d=d, P=32, m=64, beta=0.8, seed=seed, t_max=30.0 * d,
+                     checkpoints=200, early_stop=True)
+            a_s.append(greedy_agreement(ds["winner"].values, ds["winner_theory"].values))
+            p_s.append(emergence_order_fit(ds["t_recover"].values, ds["winner_overlap0"].values,
+                                           (2, 32))["slope"])
+        agree[d], slope[d] = _bootstrap_mean(np.array(a_s)), _bootstrap_mean(np.array(p_s))
+    print("agreement", agree, "Prop 2.2(a)", slope)
+    assert agree[256][0] > agree[64][2], agree
+    assert slope[256][0] < slope[64][1] and abs(slope[256][0] - 0.8) < abs(slope[64][0] - 0.8)
