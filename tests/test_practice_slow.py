@@ -110,3 +110,27 @@ def test_filter_accuracies_are_comparable_across_alpha(filters_end: xr.Dataset) 
     acc = filters_end.test_acc.values
     print("test accuracy:", acc.tolist())
     assert abs(acc[0] - acc[1]) <= 0.03 and abs(acc[2] - acc[1]) <= 0.03
+
+
+def test_filters_under_the_papers_convention_and_the_drift_control(tmp_path: Path) -> None:
+    """jobs/filters-digits24-bn.toml at seed 0 (norm = channel after conv1, conv1 ÷ α only;
+    10 epochs; 14 min on a loaded 2-core machine). Measured (seed 0; α = 0.1, 1, 10):
+    R(w_end) 12.79, 12.00, 2.83; R(w_end − w_0) 0.27, 1.56, 2.28 (i.i.d. level 12.10); test
+    accuracy 0.775, 0.783, 0.881. Asserted: R(10) < R(1) < R(0.1) and R(10) ≤ 0.7 R(1) (the
+    smoother filters, kept from the specification); no run stalls (accuracy ≥ 0.7 at every α;
+    without the norm one α = 10 seed stayed at chance) and α = 10 is not worse than α = 1 by
+    more than 0.03; the drift control: the update is far smoother than a random walk of i.i.d.
+    steps at every α (≤ 0.3 of the i.i.d. level), so on these 3×-upsampled digits the
+    roughness measures how much of w_end the (smooth) update is, not learned edges alone
+    (docs/claims.md §8). One seed: the margins are not frozen from more."""
+    ds = sweep("filters-digits24-bn.toml", tmp_path / "bn.h5", "-g", "alpha=0.1,1,10",
+               "-g", "seed=0")
+    end = ds.isel(checkpoint=-1).load()
+    R = end.filter_roughness.values.ravel()
+    acc = end.test_acc.values.ravel()
+    upd = end.update_roughness.values.ravel()
+    iid = float(ds.attrs["filter_roughness_iid"])
+    print("R:", R.tolist(), "R(update):", upd.tolist(), "accuracy:", acc.tolist())
+    assert R[2] < R[1] < R[0] and R[2] <= 0.7 * R[1], R
+    assert np.all(acc >= 0.7) and acc[2] >= acc[1] - 0.03, acc
+    assert np.all(upd <= 0.3 * iid), (upd, iid)
