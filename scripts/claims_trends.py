@@ -12,6 +12,11 @@ d ∈ {64, 128, 256, 512}, m ∈ {4, 8, 16} (m < P: width law, greedy agreement,
 greedy tasks recovered) and m = 64 = 2P (Prop. 2.2(a) slope over p ∈ [2, 32]), seeds 0-3.
 decoupling: P = 4, a_p = ½, m = 8, d ∈ {64, 256, 1024, 4096}, seeds 0-7.
 greedy-width: the greedy rule alone (no flow), P ∈ {32, 128, 512, 2048}, m = 4 … P/2.
+
+Wall times measured on the shared 2-core machine at load average 10-13 (nice 10, one
+process): ren-width 150 s (d = 64), 108 s (d = 128), 1254 s (d = 256), d = 512 stopped
+partway at the session's deadline; decoupling 5 s, 5 s, 14 s (d = 64, 256, 1024; 8 seeds)
+and 238 s for 3 seeds at d = 4096; greedy-width 6 s, 11 s, 22 s, 86 s (P = 32 … 2048).
 """
 
 from __future__ import annotations
