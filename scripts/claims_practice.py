@@ -104,7 +104,7 @@ def filters(bn: Path, plain: Path, out: Path) -> dict[str, Any]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 5.0))
     for k, (name, r) in enumerate(res.items()):
         alphas = [a for a in r if a != "iid"]
         x = np.arange(len(alphas)) + 0.2 * k
@@ -125,9 +125,9 @@ def filters(bn: Path, plain: Path, out: Path) -> dict[str, Any]:
                     label="i.i.d. level (random walk)")
     axes[0].set_yscale("log")
     axes[0].set_ylabel("mean roughness (lower is smoother)")
-    axes[0].legend(fontsize=6)
+    axes[0].legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
     axes[1].set_ylabel("test accuracy")
-    axes[1].legend(fontsize=6)
+    axes[1].legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.1))
     fig.suptitle("Fig. 6b: first-layer filters, smooth2d on 24×24 digits, 10 epochs", fontsize=9)
     fig.tight_layout()
     fig.savefig(out / "filters-protocol.png", dpi=110)
