@@ -114,7 +114,8 @@ def test_filter_accuracies_are_comparable_across_alpha(filters_end: xr.Dataset) 
 
 def test_filters_under_the_papers_convention_and_the_drift_control(tmp_path: Path) -> None:
     """jobs/filters-digits24-bn.toml at seed 0 (norm = channel after conv1, conv1 ÷ α only;
-    10 epochs; 14 min on a loaded 2-core machine). Measured (seed 0; α = 0.1, 1, 10):
+    10 epochs; 213 s as this test on 2 cores at load average 5). Measured (seed 0; α = 0.1,
+    1, 10):
     R(w_end) 12.79, 12.00, 2.83; R(w_end − w_0) 0.27, 1.56, 2.28 (i.i.d. level 12.10); test
     accuracy 0.775, 0.783, 0.881. Asserted: R(10) < R(1) < R(0.1) and R(10) ≤ 0.7 R(1) (the
     smoother filters, kept from the specification); no run stalls (accuracy ≥ 0.7 at every α;
@@ -137,12 +138,12 @@ def test_filters_under_the_papers_convention_and_the_drift_control(tmp_path: Pat
 
 
 def test_early_kernel_motion_by_steps(tmp_path: Path) -> None:
-    """jobs/cnn-digits-alpha-early.toml at seed 0 (11 min on a loaded 2-core machine): "early"
-    as the paper's first MNIST epoch, n = 120 of 1,500 Adam steps (a constant rate would give
-    S(n)/S(end) = 0.08). Measured (α = 0.1, 1, 10): S(120)/S(end) = 0.15, 0.23, 0.41 and
-    S(120) = 0.0002, 0.0008, 0.0059. Asserted: the share grows with α and is ≥ 2× the
-    constant-rate share at α ≥ 1; the upstream kernel moves ≥ 3× more by step 120 than at
-    α = 1 (measured 7.4×). One seed (docs/claims.md §7)."""
+    """jobs/cnn-digits-alpha-early.toml at seed 0 (155 s as this test on 2 cores at load
+    average 5): "early" as the paper's first MNIST epoch, n = 120 of 1,500 Adam steps (a
+    constant rate would give S(n)/S(end) = 0.08). Measured (α = 0.1, 1, 10):
+    S(120)/S(end) = 0.15, 0.23, 0.41 and S(120) = 0.0002, 0.0008, 0.0059. Asserted: the share
+    grows with α and is ≥ 2× the constant-rate share at α ≥ 1; the upstream kernel moves ≥ 3×
+    more by step 120 than at α = 1 (measured 7.4×). One seed (docs/claims.md §7)."""
     ds = sweep("cnn-digits-alpha-early.toml", tmp_path / "early.h5", "-g", "alpha=0.1,1,10",
                "-g", "seed=0")
     S = ds.kernel_distance.transpose("alpha", "seed", "checkpoint").values[:, 0]
