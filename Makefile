@@ -11,7 +11,7 @@ JOBS   ?= 2
 RESULTS := results
 REPORTS := reports
 
-.PHONY: install demo test test-slow lint bench clean help fig3 fig1b-small fig1a azulay-small \
+.PHONY: install demo test test-claims test-slow lint bench clean help fig3 fig1b-small fig1a azulay-small \
 	fig5a fig5b-small fig7 fig8 fig10 linear-b1 ren-sgd-dscaling ren-width \
 	fig6a-small fig6b-small fig6c-small fig6d-reduced
 
@@ -19,6 +19,7 @@ help:
 	@echo "make install   create .venv and install richlazy (editable, all extras)"
 	@echo "make demo      install, then run the demo sweeps and report"
 	@echo "make test      install, then run the test suite"
+	@echo "make test-claims  the papers' claims, cheapest honest versions (marker claims)"
 	@echo "make lint      ruff"
 	@echo "make bench     run the benchmark scripts in bench/"
 	@echo "make fig3      single-neuron theory against simulation -> reports/fig3/index.html"
@@ -110,6 +111,12 @@ demo: install $(REPORTS)/demo/index.html
 
 test: install
 	$(BIN)/python -m pytest -q -rs
+
+# The claims tier (docs/claims.md): excluded from `make test` by pyproject's addopts,
+# run by .ci/run on every change; prints its wall time.
+test-claims: install
+	@start=$$(date +%s); rc=0; $(BIN)/python -m pytest -q -m claims --durations=10 || rc=$$?; \
+	echo "claims tier: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow

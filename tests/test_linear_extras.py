@@ -80,8 +80,9 @@ def test_gaussian_init_is_not_isotropic_off_the_diagonal() -> None:
     assert rms[0] / rms[2] >= 2.5, rms
     assert abs(op[2] / op[0] - 1.0) < 0.3, op
     assert op[2] >= 0.5 * (sa * sa + sw * sw)
-    # the max diagonal error is reported, not asserted (its ratio is ≈ 3.1 only on average)
-    assert all(np.isfinite(mx))
+    # the max diagonal error shrinks with h at about the √(log h/h) rate (predicted ratio
+    # ≈ 3.1 from 64 to 1024, measured 3.9 for these seeds): asserted ≥ 2 and decreasing
+    assert mx[0] > mx[1] > mx[2] and mx[0] / mx[2] >= 2.0, mx
 
 
 def test_appendix_b11_riccati_system() -> None:

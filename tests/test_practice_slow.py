@@ -39,7 +39,9 @@ def test_rhm_upstream_lowers_the_sample_complexity(tmp_path: Path) -> None:
     print("f*0.5:", f_star, "accuracy:", acc.round(3).tolist())
     assert f_star[2] < f_star[1] < f_star[0]
     # [ours] margins frozen after the first full run (seeds 0-2): f*(0.1)/f*(1) = 2.01,
-    # f*(1)/f*(10) = 1.16 (the first guess, >= 1.3, was not met upstream; frozen at 1.1)
+    # f*(1)/f*(10) = 1.16 (the first guess, >= 1.3, was not met upstream; frozen at 1.1).
+    # Thin (margin 0.06, 3 seeds): not re-frozen from more seeds, a 10-seed run (≈ 40 min on
+    # 2 cores) did not fit the session that added the claims tier (docs/claims.md)
     assert f_star[0] / f_star[1] >= 1.3 and f_star[1] / f_star[2] >= 1.1
     # every fraction where alpha = 1 has accuracy in [0.3, 0.8] (f = 0.0102 and 0.0209):
     # downstream loses 0.075 and 0.194 there, upstream gains 0.036 and 0.067 (the first guess,
@@ -60,18 +62,22 @@ def test_cnn_kernel_motion_grows_with_alpha_and_tracks_activations(tmp_path: Pat
     print("S(end):", S.tolist(), "H(end):", H.tolist())
     assert S[0] < S[1] < S[2] and H[0] < H[1] < H[2]
     # [ours] margins frozen after the first full run (seeds 0-2): S(10)/S(1) = 3.23,
-    # S(0.1)/S(1) = 0.686 (the first guess, <= 0.67, was not met; frozen at 0.8)
+    # S(0.1)/S(1) = 0.686 (the first guess, <= 0.67, was not met; frozen at 0.8). Margin
+    # 0.11 from 3 seeds: not re-frozen from more seeds in this session (docs/claims.md)
     assert S[2] >= 1.5 * S[1] and S[0] <= 0.8 * S[1]
     rho = spearman(ds.kernel_distance.values.ravel(), ds.hamming_distance.values.ravel())
     print("Spearman(S, H):", rho)
     assert rho >= 0.8  # measured 0.841
-    # reported, not asserted: "rather than large parameter shifts" held (0.085 at alpha = 10
-    # against 0.091 at 0.1); "early in training" did not: S(epoch 1) / S(end) = 0.02-0.04 at
-    # alpha = 1 (docs/cnn.md §4)
+    # "rather than large parameter shifts" held (0.085 at alpha = 10 against 0.091 at 0.1);
+    # "early in training" measured by epoch did not: S(epoch 1)/S(end) = 0.02-0.04 at
+    # alpha = 1, where an epoch is 3 of 1,500 steps (docs/cnn.md §4); by steps, see
+    # jobs/cnn-digits-alpha-early.toml and docs/claims.md §Fig. 6a. Both asserted as measured.
     rel = end.rel_param_distance.values
     j1 = int(np.flatnonzero(ds.epoch.values == 1)[0])
     early = ds.kernel_distance.isel(checkpoint=j1).mean("seed").values
     print("rel_param(end):", rel.tolist(), "S(epoch 1)/S(end):", (early / S).tolist())
+    assert rel[2] <= 1.1 * rel[0] and rel[2] < rel[1], rel
+    assert early[1] / S[1] <= 0.1, early / S
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +110,47 @@ def test_filter_accuracies_are_comparable_across_alpha(filters_end: xr.Dataset) 
     acc = filters_end.test_acc.values
     print("test accuracy:", acc.tolist())
     assert abs(acc[0] - acc[1]) <= 0.03 and abs(acc[2] - acc[1]) <= 0.03
+
+
+def test_filters_under_the_papers_convention_and_the_drift_control(tmp_path: Path) -> None:
+    """jobs/filters-digits24-bn.toml at seed 0 (norm = channel after conv1, conv1 ÷ α only;
+    10 epochs; 213 s as this test on 2 cores at load average 5). Measured (seed 0; α = 0.1,
+    1, 10):
+    R(w_end) 12.79, 12.00, 2.83; R(w_end − w_0) 0.27, 1.56, 2.28 (i.i.d. level 12.10); test
+    accuracy 0.775, 0.783, 0.881. Asserted: R(10) < R(1) < R(0.1) and R(10) ≤ 0.7 R(1) (the
+    smoother filters, kept from the specification); no run stalls (accuracy ≥ 0.7 at every α;
+    without the norm one α = 10 seed stayed at chance) and α = 10 is not worse than α = 1 by
+    more than 0.03; the drift control: the update is far smoother than a random walk of i.i.d.
+    steps at every α (≤ 0.3 of the i.i.d. level), so on these 3×-upsampled digits the
+    roughness measures how much of w_end the (smooth) update is, not learned edges alone
+    (docs/claims.md §8). One seed: the margins are not frozen from more."""
+    ds = sweep("filters-digits24-bn.toml", tmp_path / "bn.h5", "-g", "alpha=0.1,1,10",
+               "-g", "seed=0")
+    end = ds.isel(checkpoint=-1).load()
+    R = end.filter_roughness.values.ravel()
+    acc = end.test_acc.values.ravel()
+    upd = end.update_roughness.values.ravel()
+    iid = float(ds.attrs["filter_roughness_iid"])
+    print("R:", R.tolist(), "R(update):", upd.tolist(), "accuracy:", acc.tolist())
+    assert R[2] < R[1] < R[0] and R[2] <= 0.7 * R[1], R
+    assert np.all(acc >= 0.7) and acc[2] >= acc[1] - 0.03, acc
+    assert np.all(upd <= 0.3 * iid), (upd, iid)
+
+
+def test_early_kernel_motion_by_steps(tmp_path: Path) -> None:
+    """jobs/cnn-digits-alpha-early.toml at seed 0 (155 s as this test on 2 cores at load
+    average 5): "early" as the paper's first MNIST epoch, n = 120 of 1,500 Adam steps (a
+    constant rate would give S(n)/S(end) = 0.08). Measured (α = 0.1, 1, 10):
+    S(120)/S(end) = 0.15, 0.23, 0.41 and S(120) = 0.0002, 0.0008, 0.0059. Asserted: the share
+    grows with α and is ≥ 2× the constant-rate share at α ≥ 1; the upstream kernel moves ≥ 3×
+    more by step 120 than at α = 1 (measured 7.4×). One seed (docs/claims.md §7)."""
+    ds = sweep("cnn-digits-alpha-early.toml", tmp_path / "early.h5", "-g", "alpha=0.1,1,10",
+               "-g", "seed=0")
+    S = ds.kernel_distance.transpose("alpha", "seed", "checkpoint").values[:, 0]
+    steps = ds.step.values
+    j = int(np.flatnonzero(steps == 120)[0])
+    share = S[:, j] / S[:, -1]
+    print("S(120)/S(end):", share.tolist(), "S(120):", S[:, j].tolist())
+    assert share[0] < share[1] < share[2], share
+    assert np.all(share[1:] >= 2 * 120 / steps[-1]), share
+    assert S[2, j] >= 3 * S[1, j], S[:, j]

@@ -133,59 +133,25 @@ def test_sgd_follows_gradient_flow_and_spread_shrinks_with_lr() -> None:
 @pytest.mark.slow
 def test_theorem_2_1_in_the_sgd_regime() -> None:
     """P = 4, a = (0.8, 0.45, 0.3, 0.2), d = 32, m = 8, σ0 = 1e-2, batch 1, lr = 0.01 a_min/d²
-    (≈ 5·10⁶ steps), seeds 0-1 (≈ 45 s). The same seed under solve is the GF reference.
+    (≈ 10⁷ steps per seed), seeds 0-1; the claims tier runs seed 0
+    (tests/test_claims.py::theorem_2_1_check states the protocol and the bounds).
 
     For the teachers whose GF recovery is not slowed by competition (t^GF ≤ 1.5 t̂):
     t^SGD/t^GF ∈ [0.8, 1.25] and the same order; winners = greedy winners (Eq. 5); search
     phase (Thm 2.1(c), finite-d form): overlap ≤ 2.3 overlap(0) for t ≤ t_p/2.
 
     Norm convergence (Thm 2.1(b)): the squared norm carried along e_p, Σ ‖v_k‖² over the
-    neurons with cos² ≥ 0.9 to e_p, is in [0.85, 1.15] a_p once the norm phase is over. (With
-    m = 8 > P = 4 a spare neuron can align with a learned direction and share its norm: the
-    winner alone carries 0.62 a_2 in seed 1, printed.) After the direction is found, ‖v‖²
-    grows logistically, d‖v‖²/dt ≈ 4‖v‖²(a_p − ‖v‖²),
-    which takes τ_p = ln(a_p/σ0²)/(4 a_p) ≈ 2.6–11 time units here; the theorem's "after
-    (1+Δ)T_p" is asymptotic in d (τ_p/T_p ∝ log d/d). At d = 32, T_p is only 3–30, so
-    1.5 T_p is too early (the winner's ‖v‖² is still 0.003–0.4 there: printed); the bound is
-    asserted for t ≥ t_p + 2 τ_p.
+    neurons with cos² ≥ 0.9 to e_p, is in [0.85, 1.15] a_p once the norm phase is over. After
+    the direction is found ‖v‖² grows logistically, d‖v‖²/dt ≈ 4‖v‖²(a_p − ‖v‖²), which takes
+    τ_p = ln(a_p/σ0²)/(4 a_p) ≈ 2.6–11 time units here; the theorem's "after (1+Δ)T_p" is
+    asymptotic in d (τ_p/T_p ∝ log d/d), so the bound is asserted for t ≥ t_p + 2τ_p, at
+    every one of at least 5 checkpoints there: the run lasts until 1.5 (t_p + 2τ_p) of the
+    slowest clean teacher instead of stopping at its recovery, so the window is never empty.
     """
-    a = [0.8, 0.45, 0.3, 0.2]
-    d, m, lr = 32, 8, 0.01 * 0.2 / 32**2
+    from tests.test_claims import assert_theorem_2_1, theorem_2_1_check
+
     for seed in (0, 1):
-        gf = run("solve", d=d, P=4, m=m, a=a, seed=seed, t_max=400.0, checkpoints=200,
-                 early_stop=True)
-        t_hat = gf["t_recover_theory"].values
-        sgd = run("train", d=d, P=4, m=m, a=a, seed=seed, lr=lr,
-                  steps=math.ceil(2 * np.nanmax(t_hat) / lr), checkpoints=300,
-                  stop_on_recovery=True, save_params=True)
-        t_gf, t_sgd = gf["t_recover"].values, sgd["t_recover"].values
-        clean = t_gf <= 1.5 * t_hat
-        print(f"seed {seed}: SGD/GF {np.round(t_sgd / t_gf, 3)}, clean {clean}")
-        assert clean.sum() >= 2
-        ratio = t_sgd[clean] / t_gf[clean]
-        assert np.all((ratio >= 0.8) & (ratio <= 1.25)), ratio
-        np.testing.assert_array_equal(np.argsort(t_sgd[clean]), np.argsort(t_gf[clean]))
-        np.testing.assert_array_equal(sgd["winner"].values[clean],
-                                      sgd["winner_theory"].values[clean])
-        time = sgd["time"].values
-        V = sgd["v"].values  # (step, neuron, dim)
-        for p in np.flatnonzero(clean):
-            w = int(sgd["winner"].values[p])
-            nrm = np.sum(V**2, axis=2)  # (step, neuron)
-            aligned = V[:, :, p] ** 2 >= 0.9 * nrm
-            r2 = np.sum(np.where(aligned, nrm, 0.0), axis=1)
-            print(f"  p={p + 1}: winner's share of the aligned norm at the end "
-                  f"{nrm[-1, w] / r2[-1] if r2[-1] > 0 else math.nan:.3f}")
-            tau = math.log(a[p] / 1e-4) / (4 * a[p])
-            at15 = int(np.argmax(time >= 1.5 * t_sgd[p]))
-            late = (time >= t_sgd[p] + 2 * tau) & np.isfinite(r2)
-            print(f"  p={p + 1}: ‖v‖²/a at 1.5 t_p {r2[at15] / a[p]:.3f}; after t_p + 2τ: "
-                  f"{np.round(r2[late][[0, -1]] / a[p], 3) if late.any() else 'none'}")
-            if late.any():
-                assert np.all((r2[late] >= 0.85 * a[p]) & (r2[late] <= 1.15 * a[p])), (p, r2)
-            early = time <= 0.5 * t_sgd[p]
-            ov = sgd["overlap"].values[early, p]
-            assert np.all(ov <= 2.3 * ov[0]), (p, ov.max() / ov[0])
+        assert_theorem_2_1(theorem_2_1_check(32, seed))
 
 
 def _crossing_times(d: int, m: int, seed: int) -> tuple[float, float, float]:
@@ -244,8 +210,10 @@ def test_width_and_compute_exponents_on_simulated_flows(cli, tmp_path: Path) -> 
       (−0.410 [−0.413, −0.406]) and the raw one ≤ −1/3 + 0.02 (−0.541): steeper, as the paper
       says of its Fig. 2b;
 
-    Reported, not asserted, because they miss the intended margins here:
-    * width: corrected slope −0.78 [−1.23, −0.33] over m = 8…64 (theory −0.6, margin 0.1).
+    Verdicts asserted as measured, so that a change in them fails (docs/claims.md):
+    * width: corrected slope −0.78 [−1.23, −0.33] over m = 8…64 (theory −0.6, margin 0.1);
+      not asserted against the theory: the plateaus are the tail of the tasks actually
+      recovered (asserted in tests/test_claims.py), which the horizon and co-learning cut.
       At t_max = 7000 the narrow students have not finished: 24–28 of 32 and 45–52 of 64
       learnable tasks are recovered, and with m ≪ P the greedy pairs include lucky tail
       tasks, so the loss at t_max (m = 8: 0.12–0.31) lies above ½ Σ_{p>m} a_p² (0.085);
@@ -265,16 +233,26 @@ def test_width_and_compute_exponents_on_simulated_flows(cli, tmp_path: Path) -> 
     assert abs(fits["time"]["corrected"]["slope"] + 0.75) <= 0.15
     assert abs(fits["compute"]["corrected"]["slope"] + 1 / 3) <= 0.1
     assert fits["compute"]["slope"] <= -1 / 3 + 0.02
+    agree = {}
     for m in ds["m"].values:
         one = ds.sel(m=m)
-        print("greedy agreement m =", m,
-              greedy_agreement(one["winner"].values, one["winner_theory"].values))
+        agree[int(m)] = float(np.mean([greedy_agreement(one.sel(seed=s)["winner"].values,
+                                                        one.sel(seed=s)["winner_theory"].values)
+                                       for s in one["seed"].values]))
+    print("greedy agreement by width", agree)
+    # near ties: agreement falls with the width (measured 0.86-1.0 at m = 8, 0.59-0.62 at 2P)
+    assert agree[8] >= 0.85 and agree[256] <= 0.7 and agree[8] - agree[256] >= 0.2, agree
     widest = ds.sel(m=256)
+    slopes = []
     for seed in widest["seed"].values:
         one = widest.sel(seed=seed)
         f = emergence_order_fit(one["t_recover"].values, one["winner_overlap0"].values,
                                 (2, 128))
         print("Prop 2.2(a)", seed, f["slope"], "raw", f["raw"]["slope"])
+        slopes.append(f["slope"])
+    # Prop. 2.2(a) at d = 256: steeper than β = 0.8 (0.89-0.92); its trend over d is in
+    # scripts/claims_trends.py (docs/claims.md §Prop. 2.2(a))
+    assert 0.85 <= float(np.mean(slopes)) <= 0.95, slopes
 
 
 # -- β < ½ and the budget-tuned step (docs/hermite-sgd.md §6) ---------------------------------
@@ -283,8 +261,11 @@ def test_heavy_tail_barrier_numbers() -> None:
     ½[1 − 0.5^0.6] = 0.170·2 = 0.340, and 0.032 at β = 0.8. The paper's displayed width term
     (1 − (P/m)^(1−2β))₊ is 0 for every m < P: the derived form is asserted instead."""
     assert tail_loss(teacher_weights(64, 0.2), 32) / 0.5 == pytest.approx(0.357, abs=1e-3)
-    assert 1 - 0.5**0.6 == pytest.approx(0.340, abs=1e-3)
     assert tail_loss(teacher_weights(64, 0.8), 32) / 0.5 == pytest.approx(0.032, abs=1e-3)
+    # the exact sums approach the continuum form (13) as P grows, the error shrinking with P
+    err = [abs(tail_loss(teacher_weights(P, 0.2), P // 2) / 0.5 - (1 - 0.5**0.6))
+           for P in (64, 1024, 16384)]
+    assert err[0] > err[1] > err[2] and err[2] <= 2e-3, err
     assert unstable_exponent(0.8) == pytest.approx(-0.375)
 
 
@@ -296,9 +277,11 @@ def test_heavy_tail_barrier_on_simulated_flows() -> None:
     L∞(m) is within ±20% of ½ Σ a_p² over the teachers not recovered (measured ratio
     1.00–1.06 over the whole job), and m' ≥ 0.8 m teachers are recovered.
 
-    Reported, not asserted: L∞/L(0) at β = 0.8, m = 32 is 0.067 and 0.059 (claim ≤ 0.05;
-    the top 32 tasks would leave 0.032, but 26–28 are recovered and not only the top ones,
-    which leaves more, as foreseen for m' = 0.8 m: 0.045)."""
+    Verdict at β = 0.8, m = 32 (asserted as measured): L∞/L(0) is 0.067 and 0.059 > 0.05 (the
+    claim's ≤ 0.05 does not hold here) and lies above the top-32 tail 0.032: 26–28 tasks are
+    recovered and not only the top ones; the co-learning-aware prediction above accounts for
+    it (docs/claims.md §heavy tail)."""
+    barrier, above_top = {}, {}
     for beta, m in ((0.2, 32), (0.8, 32), (0.35, 16)):
         ds = run("solve", d=256, P=64, m=m, beta=beta, t_max=1000.0, checkpoints=60,
                  early_stop=True)
@@ -310,8 +293,10 @@ def test_heavy_tail_barrier_on_simulated_flows() -> None:
               f"predicted {left:.4f}, measured {L[-1]:.4f}")
         assert rec.sum() >= 0.8 * m
         assert abs(L[-1] / left - 1) <= 0.2
-        if beta == 0.2:
-            assert L[-1] / L[0] >= 0.25
+        barrier[beta] = L[-1] / L[0]
+        above_top[beta] = L[-1] / tail_loss(a, m)
+    assert barrier[0.2] >= 0.25, barrier
+    assert barrier[0.8] > 0.05 and above_top[0.8] > 1.0, (barrier, above_top)
 
 
 @pytest.mark.slow
@@ -326,7 +311,8 @@ def test_budget_tuned_envelope_beats_stable_step() -> None:
     L(0)) and n̂_P the stable run's predicted last recovery. Measured max ratio 0.62 (seed 0),
     0.68 (seed 1).
 
-    Reported, not asserted, because they do not hold at this size: the envelope's log-log
+    Asserted as measured, because they do not hold at this size (docs/claims.md §Cor. 2.3):
+    the envelope's log-log
     slope over [n̂_1, n̂_P] is −1.10 and −1.06 (derived −(2β−1)/(2β) = −0.375): with only 8
     tasks the window is the finite-P cut-off of the tail (the stable curve's slope is −1.03
     there too); and in the q = 2 run the teachers p > 2 reach overlap² ≈ 20/d before teacher 2
@@ -359,6 +345,8 @@ def test_budget_tuned_envelope_beats_stable_step() -> None:
         frozen = ov[n < t2][:, 2:].max() * d
         print(f"  envelope slope {slope:.3f} (derived {unstable_exponent(0.8)}); q=2 run: "
               f"max overlap² of p > 2 before p = 2 is recovered {frozen:.1f}/d")
+        # the finite-P cut-off, not the derived −0.375; the small tasks are not frozen
+        assert slope <= -0.9 and frozen >= 10, (slope, frozen)
 
 
 # -- Lemma 3.1: initial gaps (R15) ------------------------------------------------------------
@@ -401,3 +389,28 @@ def test_lemma_3_1_gaps_scale_with_p_not_d() -> None:
     assert q4096 / q256 >= 0.5
     assert q32 < q8
 
+
+
+@pytest.mark.slow
+def test_greedy_agreement_and_prop_2_2a_move_toward_the_paper_with_d() -> None:
+    """scripts/claims_trends.py ren-width's m = 2P runs at d = 64 and 256 (P = 32, β = 0.8,
+    m = 64, t_max = 30 d, early_stop, seeds 0-3; 171 s on 2 cores at load average 5). As d
+    grows the greedy agreement at m = 2P rises beyond the d = 64 interval (measured 0.55
+    [0.49, 0.66] → 0.77 [0.73, 0.81]; the claim: ≥ 0.8) and the Prop. 2.2(a) slope falls
+    toward β = 0.8 (1.19 [1.11, 1.26] → 0.85 [0.84, 0.87]). Verdict for both: holds
+    asymptotically (docs/claims.md §3)."""
+    from tests.test_claims import _bootstrap_mean
+
+    agree, slope = {}, {}
+    for d in (64, 256):
+        a_s, p_s = [], []
+        for seed in range(4):
+            ds = run("solve", d=d, P=32, m=64, beta=0.8, seed=seed, t_max=30.0 * d,
+                     checkpoints=200, early_stop=True)
+            a_s.append(greedy_agreement(ds["winner"].values, ds["winner_theory"].values))
+            p_s.append(emergence_order_fit(ds["t_recover"].values, ds["winner_overlap0"].values,
+                                           (2, 32))["slope"])
+        agree[d], slope[d] = _bootstrap_mean(np.array(a_s)), _bootstrap_mean(np.array(p_s))
+    print("agreement", agree, "Prop 2.2(a)", slope)
+    assert agree[256][0] > agree[64][2], agree
+    assert slope[256][0] < slope[64][1] and abs(slope[256][0] - 0.8) < abs(slope[64][0] - 0.8)

@@ -98,7 +98,8 @@ def test_balanced_alignment_time_independent_of_scale() -> None:
         t_a[scale] = _first_crossing(phi, 0.9, 10.0)
         t_f[scale] = _first_crossing(mu, 0.9, 30.0)
         assert t_a[scale] == pytest.approx(np.arctanh(0.9), rel=0.01)
-    assert np.arctanh(0.9) == pytest.approx(1.472, abs=5e-4)
+    # scale independence: the three alignment times agree with each other to 1e-3
+    assert max(t_a.values()) - min(t_a.values()) <= 1e-3, t_a
     assert 2.2 <= t_f[1e-6] - t_f[1e-4] <= 2.4, t_f
     assert t_a[1e-6] < 0.2 * t_f[1e-6]
 

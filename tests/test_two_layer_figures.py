@@ -184,8 +184,13 @@ def test_fig1a_direction_change_ci() -> None:
     assert dc[(0.1, -0.9999)] <= 10.0, dc
     for d in (-0.9999, 0.0, 0.9999):
         assert dc[(2.0, d)] <= 3.0, dc
+    # teacher alignment (seed 0, measured): upstream 0.950, downstream 0.770, both from 0.604;
+    # the lazy runs move it by < 0.003
+    A0 = dict(zip(grid, ds["teacher_alignment"].values[:, 0], strict=True))
     A = dict(zip(grid, ds["teacher_alignment"].values[:, -1], strict=True))
-    assert all(0.0 <= v <= 1.0 for v in A.values())
+    assert A[(0.1, 0.9999)] >= 0.9 and A[(0.1, 0.9999)] >= A[(0.1, -0.9999)] + 0.1, A
+    for d in (-0.9999, 0.0, 0.9999):
+        assert abs(A[(2.0, d)] - A0[(2.0, d)]) <= 0.01, (A, A0)
 
 
 @pytest.mark.slow

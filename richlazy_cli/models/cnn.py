@@ -94,7 +94,14 @@ class CNN(Model):
         Param("first_steps", "int", 10, "checkpoint every one of the first steps", low=0),
         Param("checkpoints", "int_list", None, "checkpoint epochs (default 1, 2, 5, 10, 20, "
               "50, 100, 200, 500; the last epoch is always added)", low=0, optional=True),
-        Param("save_filters", "bool", False, "also store the first layer's filters at the end"),
+        Param("save_filters", "bool", False, "also store the first layer's filters at the end "
+              "(and the roughness of their update w_end − w_0)"),
+        Param("norm", "str", "none", "smooth2d/smooth1d: channel normalises conv1's output "
+              "per sample (stands in for the paper's batch norm, docs/cnn.md §5)",
+              choices=nets.NORMS),
+        Param("rescale", "str", "both", "what alpha rescales: both (conv1 / alpha, last dense "
+              "* alpha) or first (conv1 / alpha only, the paper's ResNet convention)",
+              choices=nets.RESCALES),
         *torchenv.run_params("seed of split, probe set, initialisation and batches",
                              "float64"),
     )
@@ -122,7 +129,7 @@ class CNN(Model):
         shape = sources.check_source(values["dataset"], values.get("data_file"))
         if values["optimizer"] != "sgd" and values["momentum"] != 0.9:
             raise BadInput("parameter momentum: only read when optimizer = sgd")
-        nets.network(values["arch"], shape, values.get("first_kernel"))
+        nets.network(values["arch"], shape, values.get("first_kernel"), values["norm"])
 
     @classmethod
     def cost(cls, values: Mapping[str, Any]) -> float:
@@ -153,9 +160,9 @@ class CNN(Model):
 
     @classmethod
     def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
-        """Nine float64 metrics over the checkpoints, the float64 first-layer filters with
-        ``save_filters``; a user's ``npz`` (whose size is read only when run) is not
-        declared."""
+        """Nine float64 metrics over the checkpoints, the float64 first-layer filters and the
+        float64 roughness of their update with ``save_filters``; a user's ``npz`` (whose size
+        is read only when run) is not declared."""
         n_train = sources.TRAIN_SIZES.get(str(values["dataset"]))
         if n_train is None:
             return None
@@ -164,7 +171,7 @@ class CNN(Model):
         if values["save_filters"]:
             shape = sources.SAMPLE_SHAPES[str(values["dataset"])]
             net = nets.network(str(values["arch"]), shape, values.get("first_kernel"))
-            size += 8.0 * math.prod(net.shapes[net.first])
+            size += 8.0 * math.prod(net.shapes[net.first]) + 8.0
         return size
 
     # ------------------------------------------------------------------------------------------
@@ -214,6 +221,11 @@ class CNN(Model):
             data["filters"] = var(fdims, w, "first-layer convolution filters at the end of "
                                   "training")
             data["filters"].attrs["nan_meaning"] = "the configuration diverged"
+            data["update_roughness"] = var(
+                ("point",), stacked["update_roughness"], "mean roughness of the first "
+                "layer's update w_end − w_0 (a random walk of i.i.d. steps has the i.i.d. "
+                "level filter_roughness_iid; learned structure lies below it)")
+            data["update_roughness"].attrs["nan_meaning"] = "the configuration diverged"
         data["status"] = var(("point",), status, "0 ok, 1 diverged")
         coords = {
             "step": var(("checkpoint",), ck, "optimiser step", "steps"),
@@ -254,7 +266,8 @@ def _train_one(split: sources.DataSplit, v: Mapping[str, Any], p: Mapping[str, A
     seed, alpha, lr = int(p["seed"]), float(p["alpha"]), float(p["lr"])
     dtype = torchenv.torch_dtype(v["dtype"])
     f64 = torch.float64
-    net = nets.network(str(v["arch"]), split.sample_shape, v.get("first_kernel"))
+    net = nets.network(str(v["arch"]), split.sample_shape, v.get("first_kernel"),
+                       str(v["norm"]))
     dims = len(net.shapes[net.first]) - 2
     n_train = split.y_train.shape[0]
     bsz = int(v["batch"])
@@ -269,7 +282,7 @@ def _train_one(split: sources.DataSplit, v: Mapping[str, Any], p: Mapping[str, A
     Xt = torch.tensor(split.X_test, dtype=dtype, device=device)
     yt = torch.tensor(split.y_test, device=device)
     Xp = torch.tensor(split.X_train[probe], dtype=f64, device=device)
-    theta0 = net.init(rng(seed, "init"), alpha)
+    theta0 = net.init(rng(seed, "init"), alpha, str(v["rescale"]))
     params = nets.to_torch(theta0, dtype, device, requires_grad=True)
     params0 = nets.to_torch(theta0, f64, device)
     plist = list(params.values())
@@ -328,4 +341,6 @@ def _train_one(split: sources.DataSplit, v: Mapping[str, Any], p: Mapping[str, A
     if v["save_filters"]:
         w = params[net.first].detach().to(f64).cpu().numpy()
         out["filters"] = w if ok else np.full_like(w, np.nan)
+        out["update_roughness"] = np.array(filters.mean_roughness(w - theta0[net.first], dims)
+                                           if ok else np.nan)
     return out, ok, ck, spe

@@ -52,15 +52,17 @@ class Net:
     def n_params(self) -> int:
         return sum(math.prod(s) for s in self.shapes.values())
 
-    def init(self, g: np.random.Generator, alpha: float) -> dict[str, np.ndarray]:
+    def init(self, g: np.random.Generator, alpha: float,
+             rescale: str = "both") -> dict[str, np.ndarray]:
         """Initial parameters (float64): weights N(0, init_std²) drawn in declaration order,
-        biases 0, then the relative scale α applied (:func:`apply_alpha`)."""
+        biases 0, then the relative scale α applied (:func:`apply_alpha`; ``rescale``
+        ``"first"`` divides the first layer only)."""
         params = {}
         for name, shape in self.shapes.items():
             std = self.init_std.get(name)
             params[name] = (np.zeros(shape) if std is None
                             else std * g.standard_normal(shape))
-        return apply_alpha(params, self.first, self.readout, alpha)
+        return apply_alpha(params, self.first, self.readout, alpha, rescale)
 
 
 @dataclass(frozen=True)
@@ -101,12 +103,18 @@ def tap(kind: str, weight: str, bias: str | None, a: Any, z: Any, scale: float =
         tape.append(Tap(kind, weight, bias, a, z, scale, padding))
 
 
+RESCALES = ("both", "first")
+
+
 def apply_alpha(params: dict[str, np.ndarray], first: str, readout: str,
-                alpha: float) -> dict[str, np.ndarray]:
-    """First layer ÷ α, readout × α (docs/practice.md eq. (1)); other entries unchanged."""
+                alpha: float, rescale: str = "both") -> dict[str, np.ndarray]:
+    """First layer ÷ α, readout × α (docs/practice.md eq. (1)); with ``rescale = "first"``
+    the first layer ÷ α only (the paper's ResNet convention, where a normalisation after the
+    first convolution keeps f unchanged: docs/cnn.md §5); other entries unchanged."""
     out = dict(params)
     out[first] = params[first] / alpha
-    out[readout] = params[readout] * alpha
+    if rescale == "both":
+        out[readout] = params[readout] * alpha
     return out
 
 
@@ -245,12 +253,29 @@ def smooth_geometry(arch: str, in_shape: tuple[int, ...], first_kernel: int) -> 
             "n1": math.prod(sides), "n2": math.prod(s // 2 for s in sides)}
 
 
+NORMS = ("none", "channel")
+NORM_EPS = 1e-10
+
+
+def channel_norm(z: Any, dims: int) -> Any:
+    """Per sample and channel, ``(z − mean)/√(var + ε)`` over the spatial positions (no
+    affine parameters): f no longer depends on the scale of the layer before it, as with the
+    batch normalisation of the paper's ResNet, while every sample stays independent of the
+    others (so the per-example NTK and evaluation are unchanged in meaning)."""
+    axes = tuple(range(-dims, 0))
+    mu = z.mean(dim=axes, keepdim=True)
+    var = z.var(dim=axes, keepdim=True, unbiased=False)
+    return (z - mu) / (var + NORM_EPS).sqrt()
+
+
 def smooth_net(arch: str, in_shape: tuple[int, ...], first_kernel: int,
-               n_out: int = 10) -> Net:
-    """conv k (16 channels, 'same') → ReLU → max-pool 2 → conv 3 (32, 'same') → ReLU → global
-    average pool → dense ``n_out``; 2-D for ``smooth2d``, 1-D for ``smooth1d``. He-normal
-    weights N(0, 2/fan_in), zero biases (docs/cnn.md eq. (3)). Global average pooling is
-    linear, so conv1 ÷ α and dense × α leave f unchanged at initialisation."""
+               n_out: int = 10, norm: str = "none") -> Net:
+    """conv k (16 channels, 'same') → [channel norm] → ReLU → max-pool 2 → conv 3 (32,
+    'same') → ReLU → global average pool → dense ``n_out``; 2-D for ``smooth2d``, 1-D for
+    ``smooth1d``. He-normal weights N(0, 2/fan_in), zero biases (docs/cnn.md eq. (3)).
+    Global average pooling is linear, so conv1 ÷ α and dense × α leave f unchanged at
+    initialisation; with ``norm = "channel"`` (:func:`channel_norm` after conv1) conv1 ÷ α
+    alone does (up to ε)."""
     g = smooth_geometry(arch, in_shape, first_kernel)
     k, c, dims = g["k"], g["c"], g["dims"]
     box = (k,) * dims
@@ -270,28 +295,34 @@ def smooth_net(arch: str, in_shape: tuple[int, ...], first_kernel: int,
         conv = F.conv2d if dims == 2 else F.conv1d
         pool = F.max_pool2d if dims == 2 else F.max_pool1d
         z1 = conv(x, params["conv1.weight"], params["conv1.bias"], padding=k // 2)
-        a1 = pool(torch.relu(z1), 2)
+        h1 = channel_norm(z1, dims) if norm == "channel" else z1
+        a1 = pool(torch.relu(h1), 2)
         z2 = conv(a1, params["conv2.weight"], params["conv2.bias"], padding=1)
         a2 = torch.relu(z2).flatten(-dims).mean(-1)
         out = a2 @ params["fc.weight"].T + params["fc.bias"]
         tap("conv", "conv1.weight", "conv1.bias", x, z1, padding=k // 2)
         tap("conv", "conv2.weight", "conv2.bias", a1, z2, padding=1)
         tap("dense", "fc.weight", "fc.bias", a2, out)
-        return out, [z1, z2]
+        return out, [h1, z2]
 
     return Net(shapes, "conv1.weight", "fc.weight", std, forward, units)
 
 
-def network(arch: str, in_shape: tuple[int, ...], first_kernel: int | None = None) -> Net:
+def network(arch: str, in_shape: tuple[int, ...], first_kernel: int | None = None,
+            norm: str = "none") -> Net:
     """The ``cnn`` model's network ``arch`` on samples of ``in_shape`` (docs/cnn.md §1, §5);
-    ``first_kernel`` (only for ``smooth*``) defaults to :data:`FIRST_KERNEL`."""
+    ``first_kernel`` (only for ``smooth*``) defaults to :data:`FIRST_KERNEL`; ``norm`` (only
+    for ``smooth*``) adds :func:`channel_norm` after the first convolution."""
     if arch in LENETS:
         if first_kernel is not None and first_kernel != FIRST_KERNEL[arch]:
             raise BadInput(f"parameter first_kernel: {arch} has a fixed {FIRST_KERNEL[arch]}x"
                            f"{FIRST_KERNEL[arch]} first convolution; first_kernel is for "
                            f"{' and '.join(SMOOTH)}")
+        if norm != "none":
+            raise BadInput(f"parameter norm: {arch} has no normalisation option; norm is for "
+                           f"{' and '.join(SMOOTH)}")
         return lenet(arch, in_shape)
-    return smooth_net(arch, in_shape, first_kernel or FIRST_KERNEL[arch])
+    return smooth_net(arch, in_shape, first_kernel or FIRST_KERNEL[arch], norm=norm)
 
 
 def to_torch(params: dict[str, np.ndarray], dtype: Any, device: str,

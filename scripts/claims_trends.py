@@ -1,0 +1,306 @@
+"""Trends over size for the claims of Ren et al. 2025 that did not hold at one size
+(docs/claims.md). Each family writes one JSON row per run as it goes (so a partial run is
+usable) and a summary with bootstrap intervals over seeds, and draws the trend.
+
+    PYTHONPATH=. python scripts/claims_trends.py ren-width  [--out results/trends]
+    PYTHONPATH=. python scripts/claims_trends.py decoupling [--out results/trends]
+    PYTHONPATH=. python scripts/claims_trends.py greedy-width [--out results/trends]
+    PYTHONPATH=. python scripts/claims_trends.py figures    [--out results/trends]
+
+ren-width: population flows, P = 32, β = 0.8, σ0 = 1e-2, t_max = 30 d (≈ 10 T_P), early_stop,
+d ∈ {64, 128, 256, 512}, m ∈ {4, 8, 16} (m < P: width law, greedy agreement, fraction of the
+greedy tasks recovered) and m = 64 = 2P (Prop. 2.2(a) slope over p ∈ [2, 32]), seeds 0-3.
+decoupling: P = 4, a_p = ½, m = 8, d ∈ {64, 256, 1024, 4096}, seeds 0-7.
+greedy-width: the greedy rule alone (no flow), P ∈ {32, 128, 512, 2048}, m = 4 … P/2.
+
+Wall times measured on the shared 2-core machine at load average 10-13 (nice 10, one
+process): ren-width 150 s (d = 64), 108 s (d = 128), 1254 s (d = 256), d = 512 stopped
+partway at the session's deadline; decoupling 5 s, 5 s, 14 s (d = 64, 256, 1024; 8 seeds)
+and 238 s for 3 seeds at d = 4096; greedy-width 6 s, 11 s, 22 s, 86 s (P = 32 … 2048).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from richlazy_cli.models import _hermite_diagnostics as hd
+from richlazy_cli.models.base import Batch
+from richlazy_cli.models.hermite import Hermite, teacher_weights
+from richlazy_cli.report.scaling import (
+    emergence_order_fit,
+    finite_p_offset,
+    greedy_agreement,
+    ols_fit,
+)
+
+WIDTH_D = (64, 128, 256, 512)
+WIDTH_M = (4, 8, 16)
+WIDE_M = 64
+P, BETA = 32, 0.8
+SEEDS = range(4)
+DEC_D = (64, 256, 1024, 4096)
+
+
+def solve(**given: Any) -> Any:
+    values = Hermite.resolve("solve", given)
+    return Hermite().solve(Batch.from_points(Hermite, [values])).isel(point=0)
+
+
+def bootstrap(values: np.ndarray, stat: Any, n: int = 2000, seed: int = 0
+              ) -> tuple[float, float, float]:
+    """(stat(values), 2.5%, 97.5%) of ``stat`` over resamples of the first axis (seeds)."""
+    g = np.random.default_rng(seed)
+    k = values.shape[0]
+    boot = [stat(values[g.integers(0, k, k)]) for _ in range(n)]
+    return float(stat(values)), float(np.nanpercentile(boot, 2.5)), float(
+        np.nanpercentile(boot, 97.5))
+
+
+def _append(path: Path, row: dict[str, Any]) -> None:
+    with path.open("a") as fh:
+        fh.write(json.dumps(row, default=float) + "\n")
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def ren_width(out: Path) -> None:
+    path = out / "ren-width-rows.jsonl"
+    done = {(r["d"], r["m"], r["seed"]) for r in _rows(path)}
+    a = teacher_weights(P, BETA)
+    for d in WIDTH_D:
+        for seed in SEEDS:
+            for m in (*WIDTH_M, WIDE_M):
+                if (d, m, seed) in done:
+                    continue
+                t0 = time.perf_counter()
+                ds = solve(d=d, P=P, m=m, beta=BETA, seed=seed, t_max=30.0 * d,
+                           checkpoints=200, early_stop=True, save_params=m < P)
+                t_rec, t_th = ds["t_recover"].values, ds["t_recover_theory"].values
+                pred = hd.plateau_predictions(a, t_rec, t_th)
+                row = {"d": d, "m": m, "seed": seed, "L_end": float(ds["loss"].values[-1]),
+                       "greedy_plateau": pred["greedy"],
+                       "recovered_plateau": pred["recovered"],
+                       "recovered": int(np.isfinite(t_rec).sum()),
+                       "greedy_recovered": float(np.mean(np.isfinite(t_rec[np.isfinite(t_th)]))),
+                       "agreement": greedy_agreement(ds["winner"].values,
+                                                     ds["winner_theory"].values),
+                       "t_stop": float(ds["t_stop"].values),
+                       "wall_s": round(time.perf_counter() - t0, 1)}
+                if m < P:
+                    row["co_learning"] = hd.co_learning_neurons(
+                        ds["v"].values[-1], P, ds["winner_theory"].values)
+                else:
+                    row["prop22a"] = emergence_order_fit(t_rec, ds["winner_overlap0"].values,
+                                                         (2, P))["slope"]
+                _append(path, row)
+                print(json.dumps({k: v for k, v in row.items() if k != "co_learning"}),
+                      flush=True)
+
+
+def width_slope(L: np.ndarray) -> float:
+    """Finite-P-corrected OLS slope of log(L + L_P) against log m over ``WIDTH_M``."""
+    off = finite_p_offset(P, BETA)
+    return float(ols_fit(np.log10(np.array(WIDTH_M, float)), np.log10(L + off))["slope"])
+
+
+def summarise_width(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    a = teacher_weights(P, BETA)
+    ideal = width_slope(np.array([0.5 * float(np.sum(a[m:] ** 2)) for m in WIDTH_M]))
+    for d in WIDTH_D:
+        mine = [r for r in rows if r["d"] == d]
+        seeds = sorted({r["seed"] for r in mine if r["m"] in WIDTH_M})
+        full = [s for s in seeds
+                if all(any(r["seed"] == s and r["m"] == m for r in mine) for m in WIDTH_M)]
+        if not full:
+            continue
+        L = np.array([[next(r["L_end"] for r in mine if r["seed"] == s and r["m"] == m)
+                       for m in WIDTH_M] for s in full])
+        Lg = np.array([[next(r["greedy_plateau"] for r in mine if r["seed"] == s
+                             and r["m"] == m) for m in WIDTH_M] for s in full])
+        frac = np.array([[next(r["greedy_recovered"] for r in mine
+                               if r["seed"] == s and r["m"] == m) for m in WIDTH_M]
+                         for s in full])
+        agree = np.array([[next(r["agreement"] for r in mine if r["seed"] == s and r["m"] == m)
+                           for m in WIDTH_M] for s in full])
+        entry = {"seeds": len(full),
+                 "width_slope": bootstrap(L, lambda x: width_slope(x.mean(axis=0))),
+                 "greedy_width_slope": bootstrap(Lg, lambda x: width_slope(x.mean(axis=0))),
+                 "greedy_recovered": bootstrap(frac, np.mean),
+                 "agreement": bootstrap(agree, np.mean),
+                 "wall_s": float(sum(r["wall_s"] for r in mine))}
+        wide = np.array([r["prop22a"] for r in mine if r["m"] == WIDE_M])
+        if wide.size:
+            entry["prop22a"] = bootstrap(wide, np.mean)
+            entry["prop22a_seeds"] = int(wide.size)
+            entry["agreement_wide"] = bootstrap(
+                np.array([r["agreement"] for r in mine if r["m"] == WIDE_M]), np.mean)
+        out[str(d)] = entry
+    return {"ideal_width_slope_at_P": ideal, "theory_width_slope": -(2 * BETA - 1),
+            "theory_prop22a": BETA, "by_d": out}
+
+
+def decoupling(out: Path) -> None:
+    path = out / "decoupling-rows.jsonl"
+    done = {(r["d"], r["seed"]) for r in _rows(path)}
+    for d in DEC_D:
+        for seed in range(8):
+            if (d, seed) in done:
+                continue
+            t0 = time.perf_counter()
+            r = hd.decoupling_run(d, 4, 8, seed, a=[0.5] * 4)
+            row = {k: r[k] for k in ("d", "seed", "max_before", "max_level", "max_after",
+                                     "a_min_over_d_pow", "not_settled")}
+            row["wall_s"] = round(time.perf_counter() - t0, 2)
+            _append(path, row)
+            print(json.dumps(row), flush=True)
+
+
+def summarise_decoupling(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out = {}
+    for d in DEC_D:
+        mine = [r for r in rows if r["d"] == d]
+        if not mine:
+            continue
+        out[str(d)] = {k: bootstrap(np.array([r[k] for r in mine]), np.median)
+                       for k in ("max_before", "max_level", "max_after")}
+        out[str(d)]["seeds"] = len(mine)
+        out[str(d)]["wall_s"] = float(sum(r["wall_s"] for r in mine))
+    return out
+
+
+GREEDY_P = ((32, 256, 40), (128, 1024, 40), (512, 1024, 20), (2048, 4096, 8))
+
+
+def greedy_width(out: Path) -> None:
+    """The width exponent of the greedy plateaus over P (no flow: the greedy rule on the
+    initial directions), m = 4 … P/2, finite-P-corrected, bootstrap over seeds."""
+    rows = []
+    for P, d, n in GREEDY_P:
+        t0 = time.perf_counter()
+        ms = tuple(2**k for k in range(2, 12) if 2**k <= P // 2)
+        L = hd.greedy_plateaus(P, BETA, d, ms, range(n))
+        off = finite_p_offset(P, BETA)
+        x = np.log10(np.array(ms, float))
+
+        def fit(r: np.ndarray, x: np.ndarray = x, off: float = off) -> float:
+            return float(ols_fit(x, np.log10(r.mean(axis=0) + off))["slope"])
+
+        top = np.array([0.5 * float(np.sum(teacher_weights(P, BETA)[m:] ** 2)) for m in ms])
+        row = {"P": P, "d": d, "seeds": n, "slope": bootstrap(L, fit),
+               "top_m_slope": float(ols_fit(x, np.log10(top + off))["slope"]),
+               "wall_s": round(time.perf_counter() - t0, 1)}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    (out / "greedy-width.json").write_text(json.dumps(rows, indent=1))
+
+
+def figures(out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary: dict[str, Any] = {}
+    rows = _rows(out / "ren-width-rows.jsonl")
+    if rows:
+        s = summarise_width(rows)
+        summary["ren-width"] = s
+        ds = sorted(int(d) for d in s["by_d"])
+        fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+        panels = (("width_slope", "width exponent (corrected)",
+                   [(s["theory_width_slope"], "theory −(2β−1)"),
+                    (s["ideal_width_slope_at_P"], "top-m tail at P = 32")]),
+                  ("greedy_recovered", "fraction of greedy tasks recovered (m < P)",
+                   [(1.0, "greedy rule")]),
+                  ("prop22a", "Prop. 2.2(a) slope (m = 2P)", [(BETA, "theory β")]))
+        for ax, (key, title, refs) in zip(axes, panels, strict=True):
+            x = [d for d in ds if key in s["by_d"][str(d)]]
+            v = np.array([s["by_d"][str(d)][key] for d in x])
+            if v.size:
+                ax.errorbar(x, v[:, 0], yerr=[v[:, 0] - v[:, 1], v[:, 2] - v[:, 0]],
+                            marker="o", capsize=3, label="measured (95% bootstrap)")
+            if key == "width_slope":
+                g = np.array([s["by_d"][str(d)]["greedy_width_slope"] for d in x])
+                ax.errorbar(np.array(x) * 1.08, g[:, 0], yerr=[g[:, 0] - g[:, 1],
+                                                               g[:, 2] - g[:, 0]],
+                            marker="s", capsize=3, ls=":",
+                            label="greedy plateaus of the same seeds")
+            for y, lab in refs:
+                ax.axhline(y, ls="--", lw=1, color="grey" if "theory" in lab else "C2",
+                           label=lab)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("d")
+            ax.set_title(title, fontsize=9)
+            ax.legend(fontsize=7)
+        fig.suptitle("Ren et al. Prop. 2.2 at P = 32, β = 0.8, t_max = 30 d, over d")
+        fig.tight_layout()
+        fig.savefig(out / "ren-width-trend.png", dpi=110)
+        plt.close(fig)
+    rows = _rows(out / "decoupling-rows.jsonl")
+    if rows:
+        s2 = summarise_decoupling(rows)
+        summary["decoupling"] = s2
+        ds = sorted(int(d) for d in s2)
+        fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
+        for ax, key, title, ref in ((axes[0], "max_level", "before recovery: d^0.9 · max "
+                                     "competitor cos²", None),
+                                    (axes[1], "max_after", "after t_q + 2τ_q: competitor "
+                                     "growth", 1.2)):
+            v = np.array([s2[str(d)][key] for d in ds])
+            ax.errorbar(ds, v[:, 0], yerr=[v[:, 0] - v[:, 1], v[:, 2] - v[:, 0]], marker="o",
+                        capsize=3, label="median over seeds (95% bootstrap)")
+            if ref is not None:
+                ax.axhline(ref, ls="--", color="grey", label="bound 1.2×")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("d")
+            ax.set_title(title, fontsize=9)
+            ax.legend(fontsize=7)
+        fig.suptitle("Decoupling (Lemma B.1), P = 4, a_p = ½, m = 8")
+        fig.tight_layout()
+        fig.savefig(out / "decoupling-trend.png", dpi=110)
+        plt.close(fig)
+    gw = out / "greedy-width.json"
+    if gw.exists():
+        rows_g = json.loads(gw.read_text())
+        summary["greedy-width"] = rows_g
+        fig, ax = plt.subplots(figsize=(5, 3.6))
+        Ps = [r["P"] for r in rows_g]
+        v = np.array([r["slope"] for r in rows_g])
+        ax.errorbar(Ps, v[:, 0], yerr=[v[:, 0] - v[:, 1], v[:, 2] - v[:, 0]], marker="o",
+                    capsize=3, label="greedy plateaus (95% bootstrap over seeds)")
+        ax.plot(Ps, [r["top_m_slope"] for r in rows_g], "s:", label="top-m tail at the same P")
+        ax.axhline(-(2 * BETA - 1), color="grey", ls="--", label="theory −(2β−1)")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("P (tasks); widths m = 4 … P/2")
+        ax.set_ylabel("width exponent (finite-P corrected)")
+        ax.set_title("Prop. 2.2(b) width law from the greedy rule, β = 0.8", fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "greedy-width-trend.png", dpi=110)
+        plt.close(fig)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
+    print(json.dumps(summary, indent=1, default=float))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("family", choices=("ren-width", "decoupling", "greedy-width", "figures"))
+    ap.add_argument("--out", default="results/trends")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    {"ren-width": ren_width, "decoupling": decoupling, "greedy-width": greedy_width,
+     "figures": figures}[args.family](out)
+
+
+if __name__ == "__main__":
+    main()
