@@ -122,7 +122,7 @@ test-slow: install
 	$(BIN)/python -m pytest -q -m slow
 
 lint: install
-	$(BIN)/ruff check richlazy_cli richlazy tests bench examples
+	$(BIN)/ruff check richlazy_cli richlazy tests bench examples scripts
 
 bench: install
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
