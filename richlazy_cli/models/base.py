@@ -27,7 +27,6 @@ docs/engine.md states the contract and the result schema.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import os
@@ -40,7 +39,8 @@ import numpy as np
 import xarray as xr
 
 from ..errors import BadInput
-from .params import Param, suggest
+from ..params import Param, suggest
+from ..randomness import rng  # noqa: F401 (re-export: models import rng from here)
 
 Progress = Callable[[float], None]
 """Callback a long kernel calls with the fraction of its work done (0..1)."""
@@ -112,19 +112,6 @@ def values_equal(a: Any, b: Any) -> bool:
         a, b = np.asarray(a), np.asarray(b)
         return a.shape == b.shape and bool(np.array_equal(a, b))
     return bool(a == b)
-
-
-def rng(seed: int, *stream: str | int) -> np.random.Generator:
-    """A generator for one named random stream of one seed.
-
-    ``rng(seed, "teacher")`` and ``rng(seed, "data")`` are independent and depend on nothing
-    but their arguments (``numpy.random.SeedSequence`` with a spawn key hashed from the stream
-    names), so results are identical for any batching, worker count or shard.
-    """
-    key = tuple(
-        int.from_bytes(hashlib.sha256(str(s).encode()).digest()[:4], "little") for s in stream
-    )
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(int(seed), spawn_key=key)))
 
 
 def var(dims: tuple[str, ...], data: Any, long_name: str, units: str = "") -> xr.Variable:

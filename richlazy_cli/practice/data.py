@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UNREADABLE, BadInput
-from ..models.base import rng
+from ..randomness import rng
 
 SOURCES = ("digits", "digits24", "mnist1d", "npz")
 SAMPLE_SHAPES = {"digits": (1, 8, 8), "digits24": (1, 24, 24), "mnist1d": (1, 40)}

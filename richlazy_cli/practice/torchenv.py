@@ -28,7 +28,7 @@ _deferred = False
 
 def run_params(seed_help: str, dtype: str = "float32") -> tuple[Any, Any, Any]:
     """The ``seed``, ``dtype`` and ``device`` parameters every practice model declares."""
-    from ..models.params import Param
+    from ..params import Param
 
     return (
         Param("seed", "int", 0, seed_help, low=0, batchable=True),
