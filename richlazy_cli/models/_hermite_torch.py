@@ -247,11 +247,13 @@ def integrate_flow(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray,
     """
     B = V0.shape[0]
     rec = np.zeros(a.shape, bool) if recoverable is None else np.asarray(recoverable, bool)
-    if device != "cpu":
-        return _integrate(torch, V0, a, c, times, rtol, np.asarray(atol), r_floor, recovery,
-                          device, save_params, progress, early_stop, rec, settle_tol)
-    from ..practice.torchenv import session
+    from ..compute import session
 
+    if device != "cpu":
+        with session():  # deterministic algorithms
+            return _integrate(torch, V0, a, c, times, rtol, np.asarray(atol), r_floor,
+                              recovery, device, save_params, progress, early_stop, rec,
+                              settle_tol)
     with session():  # one intra-op thread, deterministic algorithms
         parts = []
         for b in range(B):

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ._torch_device import import_torch
+from .. import compute
 
 _CHECKPOINT_BATCH_BYTES = 1 << 30
 """Largest scratch (bytes) of one slice of configurations when computing checkpoint metrics."""
@@ -106,11 +106,9 @@ def train(run: TorchRun, progress: Any = None) -> dict[str, np.ndarray]:
     """Train every configuration of ``run``; the checkpoint metrics as NumPy arrays
     ``(B, n_checkpoints)`` (NaN after divergence), ``status`` (B,) int8 and, with
     ``save_params``, ``W`` (B, n_ck, h, d) and ``a`` (B, n_ck, h)."""
-    import_torch()  # BadInput naming the extra, should torch be missing
     from ..errors import Status
-    from ..practice.torchenv import session
 
-    with session() as torch, torch.no_grad():  # one thread, deterministic algorithms
+    with compute.session() as torch, torch.no_grad():  # one thread, deterministic algorithms
         return _train(torch, run, progress, Status)
 
 
