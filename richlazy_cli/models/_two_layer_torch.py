@@ -30,7 +30,6 @@ batchings.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from .. import compute
+from ..kernel_distance import kernel_distance
 
 _CHECKPOINT_BATCH_BYTES = 1 << 30
 """Largest scratch (bytes) of one slice of configurations when computing checkpoint metrics."""
@@ -258,10 +258,7 @@ class _CheckpointMetrics:
             K0 = self._kernel(self.A0[sel], self.G0[sel])
             inner = (K0 * Kt).sum(dim=(1, 2))
             normt = (Kt * Kt).sum(dim=(1, 2))
-            denom = torch.sqrt(self.norm0[sel] * normt)
-            kd = torch.clamp(1.0 - inner / denom, 0.0, 1.0)
-            kdist[s] = torch.where(torch.isfinite(kd) & (denom > 0), kd,
-                                   torch.full_like(kd, math.nan))
+            kdist[s] = kernel_distance(inner, self.norm0[sel], normt)
         rows = idx.cpu().numpy()
         for name, value in (("train_loss", train_loss), ("test_loss", test_loss),
                             ("kernel_distance", kdist), ("hamming_distance", hamming),

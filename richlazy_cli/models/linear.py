@@ -117,6 +117,7 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
 from ..errors import BadInput
+from ..kernel_distance import kernel_distance as shared_kernel_distance
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
@@ -217,11 +218,8 @@ def kernel_distance(
     Sigma: np.ndarray,
 ) -> float:
     """``S(0, t) = 1 − ⟨K_0, K_t⟩/(‖K_0‖‖K_t‖)`` (docs/linear.md, eq. (11))."""
-    k00 = ntk_inner(f0, f0, Sigma)
-    ktt = ntk_inner(ft, ft, Sigma)
-    if k00 <= 0.0 or ktt <= 0.0:
-        return math.nan
-    return 1.0 - ntk_inner(f0, ft, Sigma) / math.sqrt(k00 * ktt)
+    return float(shared_kernel_distance(ntk_inner(f0, ft, Sigma), ntk_inner(f0, f0, Sigma),
+                                        ntk_inner(ft, ft, Sigma)))
 
 
 # -- function-space theory (Theorems 4.1, 4.2, B.6) ---------------------------------------------

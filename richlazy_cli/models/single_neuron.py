@@ -42,6 +42,7 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import least_squares
 
 from ..errors import BadInput
+from ..kernel_distance import kernel_distance as shared_kernel_distance
 from ._single_neuron_extras import extra_outputs, hessian_map_defect  # noqa: F401 (re-export)
 from .base import Batch, Model, Progress, register, var
 from .params import Param
@@ -491,7 +492,7 @@ def kernel_distance(
     cross = _quad(G, w0, w)
     inner = alpha0 * alpha * tr_g2 + ea * (alpha0 * q + alpha * q0) + ea * ea * cross * cross
     norm2 = alpha * alpha * tr_g2 + 2.0 * ea * alpha * q + ea * ea * n * n
-    return 1.0 - inner / np.sqrt(norm2[..., :1] * norm2)
+    return shared_kernel_distance(inner, norm2[..., :1], norm2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -987,6 +988,5 @@ def _leaky_kernel_distance(
         ew * (a * a)[..., None, None] * gram + ea * z[..., :, None] * z[..., None, :])
     K0 = K[:, :, :1]
     inner = np.sum(K0 * K, axis=(-2, -1))
-    norms = np.sqrt(np.sum(K * K, axis=(-2, -1)))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return 1.0 - inner / (norms[..., :1] * norms)
+    norm2 = np.sum(K * K, axis=(-2, -1))
+    return shared_kernel_distance(inner, norm2[..., :1], norm2)
