@@ -87,6 +87,7 @@ from scipy.optimize import brentq
 from .. import compute
 from ..compute import Implementation
 from ..errors import BadInput, Status
+from ..records import record_grid
 from ._hermite_sgd import run_online_sgd
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
@@ -404,13 +405,12 @@ def _overlap_stats(V: np.ndarray, P: int) -> tuple[np.ndarray, np.ndarray]:
 
 def log_times(t_max: float, n: int, decades: float = 4.0) -> np.ndarray:
     """0 followed by ``n`` log-spaced times over the ``decades`` decades up to ``t_max``."""
-    return np.concatenate([[0.0], np.geomspace(t_max * 10.0**-decades, t_max, n)])
+    return record_grid(float(t_max), n, first=t_max * 10.0**-decades)
 
 
 def log_steps(steps: int, n: int) -> np.ndarray:
     """0 followed by up to ``n`` distinct log-spaced integer steps from 1 to ``steps``."""
-    s = np.unique(np.round(np.geomspace(1, steps, n)).astype(np.int64))
-    return np.concatenate([[0], s])
+    return record_grid(int(steps), n)
 
 
 SETTLE_TOL = 1e-4

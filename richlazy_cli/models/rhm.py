@@ -40,6 +40,7 @@ from .. import compute
 from ..errors import BadInput, Status
 from ..practice import hierarchy, nets
 from ..practice.metrics import accuracy, evaluate
+from ..records import record_grid
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
@@ -49,8 +50,7 @@ SCHEDULES = ("cosine_clamped", "cosine_torch", "constant")
 def checkpoint_epochs(epochs: int, n_checkpoints: int) -> np.ndarray:
     """Epoch 0, ``n_checkpoints`` − 2 log-spaced epochs from 1 and the last epoch, rounded
     to integers with duplicates removed."""
-    logs = np.round(np.geomspace(1, epochs, max(n_checkpoints - 1, 1))).astype(np.int64)
-    return np.unique(np.concatenate([[0], logs, [epochs]]))
+    return record_grid(int(epochs), max(n_checkpoints - 1, 1), with_last=True)
 
 
 def learning_rate(lr0: float, epoch: int, epochs: int, schedule: str) -> float:

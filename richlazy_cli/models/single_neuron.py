@@ -43,6 +43,7 @@ from scipy.optimize import least_squares
 
 from ..errors import BadInput
 from ..kernel_distance import kernel_distance as shared_kernel_distance
+from ..records import record_grid
 from ._single_neuron_extras import extra_outputs, hessian_map_defect  # noqa: F401 (re-export)
 from .base import Batch, Model, Progress, register, var
 from .params import Param
@@ -746,7 +747,7 @@ class SingleNeuron(Model):
         else:
             delta = batch.column("delta").astype(float)
             a0, w0 = init_from_beta(batch.column("beta0").reshape(B, d), delta, eta_a, eta_w)
-        times = np.linspace(0.0, float(batch["t_max"]), int(batch["n_times"]))
+        times = record_grid(float(batch["t_max"]), int(batch["n_times"]) - 1, spacing="linear")
         if float(batch.values.get("leak", 1.0)) < 1.0:
             return _solve_leaky(batch, a0, w0, delta, eta_a, eta_w, times, progress)
         X, y = batch["X"], batch["y"]

@@ -51,6 +51,7 @@ from threadpoolctl import threadpool_limits
 from .. import compute
 from ..compute import Implementation
 from ..errors import BadInput, Status
+from ..records import record_grid
 from . import _two_layer_data as tl_data
 from . import _two_layer_geometry as geo
 from . import _two_layer_kernels as kern
@@ -82,12 +83,8 @@ def group_positions(B: int, g_max: int = _GROUP_SIZE) -> list[np.ndarray]:
 def checkpoint_steps(steps: int, n_checkpoints: int, checkpoints: Any) -> np.ndarray:
     """Explicit ``checkpoints`` (sorted, unique), or ``0`` plus ``n_checkpoints − 1``
     log-spaced integer steps from 1 to ``steps`` with duplicates removed."""
-    if checkpoints is not None:
-        return np.unique(np.asarray(checkpoints, dtype=np.int64))
-    if steps == 0:
-        return np.zeros(1, dtype=np.int64)
-    logs = np.round(np.geomspace(1, steps, max(n_checkpoints - 1, 1))).astype(np.int64)
-    return np.unique(np.concatenate([[0], logs, [steps]]))
+    return record_grid(int(steps), max(n_checkpoints - 1, 1), with_last=True,
+                       explicit=checkpoints)
 
 
 IMPLEMENTATIONS: tuple[Implementation, ...] = (
