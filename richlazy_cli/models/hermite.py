@@ -88,6 +88,7 @@ from .. import compute
 from ..compute import Implementation
 from ..errors import BadInput, Status
 from ..records import record_grid
+from ._hermite_poly import hermite_eval
 from ._hermite_sgd import run_online_sgd
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
@@ -130,28 +131,6 @@ def info_exponent(c: np.ndarray) -> int:
     """``k* = min{j ≥ 1 : c_j ≠ 0}``."""
     nz = np.flatnonzero(np.asarray(c)[1:] != 0)
     return int(nz[0]) + 1
-
-
-def hermite_eval(z: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """σ(z) = Σ_j c_j h_j(z) and σ'(z) = Σ_j c_j √j h_{j-1}(z) (recurrence on He_j)."""
-    K = len(c) - 1
-    he_prev = np.ones_like(z)  # He_0
-    sig = c[0] * he_prev
-    dsig = np.zeros_like(z)
-    if K == 0:
-        return sig, dsig
-    he = z.copy()  # He_1
-    fact = 1.0  # j!
-    for j in range(1, K + 1):
-        if j > 1:
-            he, he_prev = z * he - (j - 1) * he_prev, he
-        # here he = He_j, he_prev = He_{j-1}; fact = (j-1)!
-        if c[j] != 0:
-            # h_j = He_j/√(j!), h_j' = j He_{j-1}/√(j!)
-            sig = sig + (c[j] / math.sqrt(fact * j)) * he
-            dsig = dsig + (c[j] * j / math.sqrt(fact * j)) * he_prev
-        fact *= j
-    return sig, dsig
 
 
 def _poly_g(s: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -45,6 +45,7 @@ from ..errors import BadInput
 from ..kernel_distance import kernel_distance as shared_kernel_distance
 from ..records import record_grid
 from ._single_neuron_extras import extra_outputs, hessian_map_defect  # noqa: F401 (re-export)
+from ._single_neuron_halves import _halves
 from .base import Batch, Model, Progress, register, var
 from .params import Param
 
@@ -61,24 +62,6 @@ LIMIT_T_CAP = 1e9
 # ---------------------------------------------------------------------------------------------
 # Pure array kernels (leading batch axis B)
 # ---------------------------------------------------------------------------------------------
-def _halves(delta: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    r"""``(kappa, p, q)`` with :math:`\kappa = \sqrt{\delta^2 + 4x}`, :math:`p = (\kappa+\delta)/2`,
-    :math:`q = (\kappa-\delta)/2`, for :math:`x \ge 0`, without cancellation.
-
-    :math:`pq = x`, so the half that would cancel (``q`` when :math:`\delta > 0`, ``p`` when
-    :math:`\delta < 0`) is computed as ``x`` divided by the other one.
-    """
-    delta = np.asarray(delta, dtype=float)
-    x = np.asarray(x, dtype=float)
-    kappa = np.hypot(delta, 2.0 * np.sqrt(x))
-    big_p = 0.5 * (kappa + np.abs(delta))  # the half without cancellation, >= |delta|
-    with np.errstate(divide="ignore", invalid="ignore"):
-        small = np.where(big_p > 0, x / np.where(big_p > 0, big_p, 1.0), 0.0)
-    p = np.where(delta >= 0, big_p, small)
-    q = np.where(delta >= 0, small, big_p)
-    return kappa, p, q
-
-
 def init_from_beta(
     beta0: np.ndarray, delta: np.ndarray, eta_a: np.ndarray, eta_w: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
