@@ -94,7 +94,8 @@ class Implementation:
     accepts (None: all); ``devices`` (``cpu`` alone for a CPU implementation); ``dtypes`` the
     values of ``dtype`` it accepts (None: all); ``requires`` the modules it imports;
     ``reference`` marks the family's reference, ``tolerance`` is the largest difference from
-    it (relative to the values' scale, on the CPU) the contract allows (0: the same bits);
+    it (relative to the values' scale, on the CPU) the contract allows in float64 (0: the same
+    bits), ``float32_tolerance`` in float32;
     ``batching`` is :data:`BITWISE` on the CPU for every implementation here, and on a GPU
     ``gpu_batching`` (:data:`BATCH_DEPENDENT`: a batch is one computation whose reductions
     round with the batch's shape).
@@ -109,6 +110,7 @@ class Implementation:
     requires: tuple[str, ...] = ()
     reference: bool = False
     tolerance: float = 0.0
+    float32_tolerance: float = 1e-6
     batching: str = BITWISE
     gpu_batching: str = BATCH_DEPENDENT
 
@@ -116,6 +118,11 @@ class Implementation:
     def on_devices(self) -> bool:
         """Whether it runs on a chosen device (and so reads the ``device`` parameter)."""
         return self.devices != ("cpu",)
+
+    def tolerance_for(self, dtype: str | None) -> float:
+        """The allowed difference from the reference in ``dtype`` (float64 when None)."""
+        return max(self.tolerance, self.float32_tolerance) if dtype == "float32" else \
+            self.tolerance
 
     def guarantee(self, device: str) -> str:
         """The batching guarantee on ``device`` (a resolved device string)."""
