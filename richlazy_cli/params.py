@@ -150,7 +150,7 @@ class Param:
                 what = "a number" if kind == "float" else "an integer"
                 raise BadInput(f"parameter {name}: {value!r} is not {what}") from None
         elif isinstance(value, int | float | np.integer | np.floating):
-            number = value
+            number = value  # type: ignore[assignment]  # NumPy scalars are numbers too
         else:
             raise BadInput(f"parameter {name}: expected a number, got {value!r}")
         if kind == "int":

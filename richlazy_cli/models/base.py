@@ -81,7 +81,7 @@ class Batch:
         return {k: (v[i] if k in self.batchable else v) for k, v in self.values.items()}
 
     @classmethod
-    def from_points(cls, model: Model, points: list[Mapping[str, Any]]) -> Batch:
+    def from_points(cls, model: type[Model], points: list[Mapping[str, Any]]) -> Batch:
         """Stack validated parameter dicts that agree on every non-batchable parameter."""
         if not points:
             raise ValueError("empty batch")
@@ -350,7 +350,7 @@ def _choose(cls: type[Model], action: str, values: dict[str, Any]
     return impl, named_by
 
 
-Model.check = classmethod(checked(Model.__dict__["check"].__func__))  # type: ignore[method-assign]
+Model.check = classmethod(checked(Model.__dict__["check"].__func__))  # type: ignore[assignment]
 
 
 # -- the contract ---------------------------------------------------------------------------
