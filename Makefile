@@ -20,7 +20,7 @@ help:
 	@echo "make demo      install, then run the demo sweeps and report"
 	@echo "make test      install, then run the test suite"
 	@echo "make test-claims  the papers' claims, cheapest honest versions (marker claims)"
-	@echo "make lint      ruff"
+	@echo "make lint      ruff and mypy (the compute layer and the engine)"
 	@echo "make bench     run the benchmark scripts in bench/"
 	@echo "make fig3      single-neuron theory against simulation -> reports/fig3/index.html"
 	@echo "make fig1b-small  two-layer (tau, delta) phase diagram -> reports/fig1b-small/"
@@ -123,6 +123,7 @@ test-slow: install
 
 lint: install
 	$(BIN)/ruff check richlazy_cli richlazy tests bench examples scripts
+	$(BIN)/mypy
 
 bench: install
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

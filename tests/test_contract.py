@@ -11,6 +11,7 @@ at the end, in this process and through the command line with a broken model mod
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import re
@@ -23,6 +24,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from richlazy_cli.compute import BITWISE, Implementation
 from richlazy_cli.engine.store import write_result
 from richlazy_cli.errors import BadInput
 from richlazy_cli.models.base import (
@@ -36,7 +38,10 @@ from richlazy_cli.models.base import (
 )
 from richlazy_cli.models.params import Param
 
-from . import engine_models  # noqa: F401  (registers `toy`, the engine's test model)
+from . import (
+    engine_models,  # noqa: F401  (registers `toy`, the engine's test model)
+    toy_compute,  # registers `toy-compute` (two implementations); named below too
+)
 from .conftest import ROOT, assert_one_line_error, run_process
 
 MODELS = all_models()
@@ -333,3 +338,153 @@ def test_cli_refuses_a_broken_model_module(tmp_path: Path) -> None:
     assert_one_line_error(result)
     assert "half-done" in result.err
     assert "'train' is listed but train() is not implemented" in result.err
+
+
+# -- the contract over the implementation matrix ----------------------------------------------
+# Every (model, action, implementation, device, dtype) that is available here is a case: each
+# non-reference implementation equals the family's reference within the tolerance its table
+# row declares (0: the same bits), and batches the way its row promises on that device
+# (docs/engine.md, "Implementations and devices"). A family's table is all it takes.
+def _devices(impl: Implementation) -> list[str]:
+    torch = sys.modules.get("torch")
+    gpu = torch is not None and torch.cuda.is_available()
+    return [d for d in impl.devices if d == "cpu" or (d == "cuda" and gpu)]
+
+
+def _dtypes(cls: type[Model], impl: Implementation) -> list[str | None]:
+    param = next((p for p in cls.params if p.name == "dtype"), None)
+    if param is None or param.choices is None:
+        return [None]
+    return [d for d in param.choices if impl.dtypes is None or d in impl.dtypes]
+
+
+def _runnable(impl: Implementation) -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in impl.requires)
+
+
+MATRIX = [
+    (name, action, impl.name, device, dtype)
+    for name, cls in MODELS.items() for impl in cls.implementations if _runnable(impl)
+    for action in cls.actions if action in impl.actions
+    for device in _devices(impl) for dtype in _dtypes(cls, impl)
+]
+MATRIX_IDS = ["-".join(str(x) for x in case if x is not None) for case in MATRIX]
+
+
+def on(cls: type[Model], action: str, impl: str, device: str, dtype: str | None
+       ) -> list[dict[str, Any]]:
+    """The action's examples on one implementation, device and dtype."""
+    chosen: dict[str, Any] = {"device": device} if device != "cpu" else {}
+    if len(cls.implementations) > 1:
+        chosen["implementation"] = impl
+    if dtype is not None:
+        chosen["dtype"] = dtype
+    return [cls.resolve(action, {**example, **chosen}) for example in cls.examples[action]]
+
+
+def _reference(cls: type[Model], action: str) -> Implementation | None:
+    return next((i for i in cls.implementations if i.reference and action in i.actions), None)
+
+
+@pytest.mark.parametrize("name, action, impl, device, dtype", MATRIX, ids=MATRIX_IDS)
+def test_implementation_equals_the_reference(name: str, action: str, impl: str, device: str,
+                                             dtype: str | None) -> None:
+    cls = MODELS[name]
+    row = next(i for i in cls.implementations if i.name == impl)
+    ref = _reference(cls, action)
+    if ref is None or (ref.name == impl and device == "cpu"):
+        pytest.skip("this is the reference")
+    for got_point, ref_point in zip(on(cls, action, impl, device, dtype),
+                                    on(cls, action, ref.name, "cpu", dtype), strict=True):
+        got, want = compute(cls, action, [got_point]), compute(cls, action, [ref_point])
+        assert set(got.data_vars) == set(want.data_vars)
+        for var_name, item in want.data_vars.items():
+            a, b = np.asarray(got[var_name].values), np.asarray(item.values)
+            if var_name == "elapsed" or (b.dtype.kind not in "fb" and var_name != "status"):
+                continue
+            if row.tolerance == 0.0 and device == "cpu":
+                assert same_bits(a, b), var_name
+            else:
+                scale = float(np.nanmax(np.abs(b))) if np.isfinite(b).any() else 1.0
+                tol = row.tolerance_for(dtype)
+                np.testing.assert_allclose(a, b, rtol=tol, atol=tol * scale, equal_nan=True,
+                                           err_msg=f"{var_name} ({impl} on {device})")
+
+
+@pytest.mark.parametrize("name, action, impl, device, dtype", MATRIX, ids=MATRIX_IDS)
+def test_batching_keeps_the_guarantee_of_the_table(name: str, action: str, impl: str,
+                                                   device: str, dtype: str | None) -> None:
+    """Bitwise guarantee: batched points equal the points alone, bit for bit. Batch-dependent
+    (a GPU): the same batch twice gives the same bits (deterministic), and within the
+    implementation's tolerance (at least 1e-12) of the points alone."""
+    cls = MODELS[name]
+    row = next(i for i in cls.implementations if i.name == impl)
+    points = on(cls, action, impl, device, dtype)
+    group = max(batchable_groups(cls, points), key=len)
+    together = compute(cls, action, [points[i] for i in group])
+    if row.guarantee(device) == BITWISE:
+        for k, i in enumerate(group):
+            assert_same_point(together, k, compute(cls, action, [points[i]]))
+        return
+    again = compute(cls, action, [points[i] for i in group])
+    tol = max(row.tolerance_for(dtype), 1e-12)
+    for k, i in enumerate(group):
+        alone = compute(cls, action, [points[i]])
+        for var_name, item in together.data_vars.items():
+            if var_name == "elapsed":
+                continue
+            assert same_bits(item.values, again[var_name].values), var_name
+            if item.dtype.kind == "f":
+                b = alone[var_name].values[0]
+                scale = float(np.nanmax(np.abs(b))) if np.isfinite(b).any() else 1.0
+                np.testing.assert_allclose(item.values[k], b, rtol=tol, atol=tol * scale,
+                                           equal_nan=True, err_msg=var_name)
+
+
+REQUIRING = sorted(name for name, cls in MODELS.items()
+                   if cls.__module__.startswith(("richlazy_cli.", toy_compute.__name__))
+                   and ("torch" in cls.requires
+                        or any("torch" in i.requires for i in cls.implementations)))
+
+
+def test_without_torch_every_family_is_listed_and_its_torch_runs_exit_2(tmp_path: Path
+                                                                         ) -> None:
+    """One check for all families: with torch hidden, ``models`` lists each family that
+    needs torch, and a run on a torch implementation is one line naming the extra, exit 2."""
+    runs = []
+    for name in REQUIRING:
+        cls = MODELS[name]
+        action = next(a for a in cls.actions
+                      if any(a in i.actions and "torch" in i.requires
+                             for i in cls.implementations) or "torch" in cls.requires)
+        args = [action, name, "-o", str(tmp_path / f"{name}.h5")]
+        if "torch" not in cls.requires:
+            impl = next(i for i in cls.implementations
+                        if action in i.actions and "torch" in i.requires)
+            args += ["-p", f"implementation={impl.name}"]
+        runs.append(args)
+    code = textwrap.dedent("""
+        import contextlib, io, json, sys
+        sys.modules['torch'] = None
+        from richlazy_cli.cli import run
+        results = []
+        for args in [['models', '--json'], *json.loads(sys.argv[1])]:
+            o, e = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
+                results.append([run(args), o.getvalue(), e.getvalue()])
+        print(json.dumps(results))
+    """)
+    import json
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(runs)], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT),
+                               "RICHLAZY_MODELS": toy_compute.__name__})
+    assert proc.returncode == 0, proc.stderr
+    (listed, listing, _), *results = json.loads(proc.stdout.splitlines()[-1])
+    assert listed == 0 and set(REQUIRING) <= {m["name"] for m in json.loads(listing)}
+    for args, (status, _, err) in zip(runs, results, strict=True):
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert status == 2 and len(lines) == 1 and "richlazy[practice]" in lines[0], (args, err)
+    assert not list(tmp_path.iterdir())

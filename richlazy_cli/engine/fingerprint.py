@@ -77,14 +77,14 @@ class InputGuard:
     """
 
     def __init__(self, recorded: Sequence[Mapping[str, Any]]) -> None:
-        self.entries = [[str(e["path"]), str(e.get("sha256")), _SEEN.get(str(e["path"]))]
-                        for e in recorded]
+        self.entries = [(str(e["path"]), str(e.get("sha256"))) for e in recorded]
+        self.seen = {path: _SEEN.get(path) for path, _ in self.entries}
 
     def check(self, kept: str) -> None:
         """InputChanged when an input file is not as it was hashed; ``kept`` says what the
         run keeps (for the message)."""
-        for entry in self.entries:
-            path, digest, seen = entry
+        for path, digest in self.entries:
+            seen = self.seen[path]
             try:
                 now = _signature(os.stat(path))
             except OSError:
@@ -100,7 +100,7 @@ class InputGuard:
             if seen is not None:  # same contents now, but written to meanwhile
                 self._refuse(path, "written to: the same contents now, but a chunk computed "
                              "meanwhile may have read others", kept)
-            entry[2] = _SEEN.get(path)  # hashed whole now: its signature is known
+            self.seen[path] = _SEEN.get(path)  # hashed whole now: its signature is known
 
     @staticmethod
     def _refuse(path: str, what: str, kept: str) -> None:

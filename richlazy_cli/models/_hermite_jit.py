@@ -23,7 +23,7 @@ from numba import njit
 @njit(cache=True, nogil=True, inline="always")
 def _sigma(zv: float, cs: np.ndarray, cd: np.ndarray, nz: np.ndarray,
            c0: float) -> tuple[float, float]:
-    """σ(z) and σ'(z) by the He_j recurrence, in :func:`..hermite.hermite_eval`'s order."""
+    """σ(z) and σ'(z) by the He_j recurrence, in :func:`._hermite_poly.hermite_eval`'s order."""
     hp = 1.0
     h = zv
     sg = c0 * 1.0

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import Status
+from ._hermite_poly import hermite_eval
 
 BLOCK_VALUES = 1 << 16
 """Gaussian values drawn per block of steps (512 KiB of float64)."""
@@ -38,7 +39,7 @@ BLOCK_VALUES = 1 << 16
 
 def hermite_tables(c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """``(cs, cd, nz, c_0)``: ``cs_j = c_j/√(j!)`` and ``cd_j = c_j j/√(j!)`` computed by the
-    same expressions as :func:`..hermite.hermite_eval`, and the mask of non-zero ``c_j``."""
+    same expressions as :func:`._hermite_poly.hermite_eval`, and the mask of non-zero ``c_j``."""
     c = np.asarray(c, dtype=float)
     K = len(c) - 1
     cs = np.zeros(K + 1)
@@ -66,7 +67,6 @@ def sgd_step_reference(V: np.ndarray, r2: np.ndarray, x: np.ndarray, sx: np.ndar
     samples, ``sx = σ(x[:, :P])`` (n, P), ``a`` (P,). Module docstring for the formula and
     the order of operations.
     """
-    from .hermite import hermite_eval
 
     n = x.shape[0]
     r = np.maximum(np.sqrt(r2), floor)
@@ -106,7 +106,6 @@ def numpy_block(V: np.ndarray, r2: np.ndarray, X: np.ndarray, n: int, c: np.ndar
                 n_left: np.ndarray, stop_after: np.ndarray, last_step: np.ndarray) -> int:
     """The NumPy reference of :func:`._hermite_jit.run_block` (same arguments, except the
     Hermite coefficients ``c`` themselves)."""
-    from .hermite import hermite_eval
 
     P = a.shape[1]
     for t in range(n_steps):

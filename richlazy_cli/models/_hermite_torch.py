@@ -5,16 +5,14 @@ Private helper of :mod:`richlazy_cli.models.hermite`; pure numerics, no I/O.
 * :func:`population_loss_grad` is the closed-form population loss and gradient of
   docs/hermite.md for B configurations at once (batched products on the device), term for term
   the NumPy function of the same name.
-* :class:`BatchedRK45` integrates ``V̇ = −∇L(V)`` for the B configurations with the
-  Dormand–Prince 5(4) pair, each configuration with its own adaptive step. It is SciPy's
-  ``RK45`` carried over to batched device arrays: the same tableau and dense-output matrix
-  (read from :class:`scipy.integrate.RK45` itself), the same initial-step rule, RMS error
-  norm, step-size factors (safety 0.9, within [0.2, 10], no growth right after a rejection)
-  and minimum step. A configuration therefore takes the steps SciPy takes for it alone, up to
-  the rounding of the gradient, and its results agree with the NumPy backend to far below the
+* :func:`integrate_flow` integrates ``V̇ = −∇L(V)`` for the B configurations with the
+  batched Dormand–Prince 5(4) solver of :mod:`richlazy_cli.solvers.runge_kutta` (SciPy's
+  ``RK45`` carried over to batched device arrays): this module supplies the right-hand side
+  and what to record. A configuration takes the steps SciPy takes for it alone, up to the
+  rounding of the gradient, so its results agree with the NumPy backend to far below the
   tolerance. The states stay on the device; per step only the B error norms, times and the
-  (B, P) teacher overlaps come back to the host, which decides acceptance, records outputs
-  from the dense output and locates recovery times by ``brentq`` on it.
+  (B, P) teacher overlaps come back to the host, which records outputs from the dense output
+  and locates recovery times by ``brentq`` on it.
 """
 
 from __future__ import annotations
@@ -23,13 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy.integrate import RK45
 from scipy.optimize import brentq
 
-SAFETY, MIN_FACTOR, MAX_FACTOR = 0.9, 0.2, 10.0
-"""Step-size control constants of SciPy's explicit Runge–Kutta solvers."""
-
-ERROR_EXPONENT = -1.0 / (RK45.error_estimator_order + 1)
+from ..solvers.runge_kutta import BatchedRK45
 
 
 def population_loss_grad(torch: Any, V: Any, a: Any, q: np.ndarray, r_floor: float,
@@ -87,140 +81,6 @@ def best_neurons(torch: Any, V: Any, P: int, r_floor: float) -> tuple[Any, Any]:
     return cos2.max(dim=1)
 
 
-def _rms(x: Any) -> Any:
-    """SciPy's RMS norm per configuration: ``‖x_b‖ / √N``."""
-    return torch_norm(x) / float(x.shape[1]) ** 0.5
-
-
-def torch_norm(x: Any) -> Any:
-    return (x * x).sum(dim=1).sqrt()
-
-
-class BatchedRK45:
-    """Dormand–Prince 5(4) with per-configuration adaptive steps on flattened states (B, N).
-
-    ``fun(y)`` returns ``ẏ`` (B, N) for a subset of configurations (the autonomous flow).
-    """
-
-    def __init__(self, torch: Any, fun: Callable[[Any, Any], Any], y0: Any, t_bound: float,
-                 rtol: float, atol: np.ndarray) -> None:
-        self.torch = torch
-        self.fun = fun
-        dev, dt = y0.device, y0.dtype
-        self.A = torch.as_tensor(RK45.A, dtype=dt, device=dev)
-        self.Bw = torch.as_tensor(RK45.B, dtype=dt, device=dev)
-        self.E = torch.as_tensor(RK45.E, dtype=dt, device=dev)
-        self.Pd = torch.as_tensor(RK45.P, dtype=dt, device=dev)
-        self.C = RK45.C
-        B, N = y0.shape
-        self.B = B
-        self.t_bound = float(t_bound)
-        self.rtol = float(rtol)
-        self.atol_host = np.asarray(atol, dtype=np.float64)
-        self.atol = torch.as_tensor(self.atol_host, dtype=dt, device=dev)[:, None]
-        self.t = np.zeros(B)
-        self.t_old = np.zeros(B)
-        self.y = y0.clone()
-        self.y_old = y0.clone()
-        self.K = torch.empty((RK45.n_stages + 1, B, N), dtype=dt, device=dev)
-        self.running = np.ones(B, dtype=bool)
-        self.failed = np.zeros(B, dtype=bool)
-        self.rejected = np.zeros(B, dtype=bool)  # the current step has been rejected before
-        self.nfev = np.zeros(B, dtype=np.int64)
-        all_ = np.arange(B)
-        self.f = fun(self.y, all_)
-        self.nfev += 1
-        self.h_abs = self._initial_step()
-
-    def _initial_step(self) -> np.ndarray:
-        """SciPy's ``select_initial_step`` for each configuration."""
-        torch = self.torch
-        y0, f0 = self.y, self.f
-        scale = self.atol + torch.abs(y0) * self.rtol
-        d0 = _rms(y0 / scale).cpu().numpy()
-        d1 = _rms(f0 / scale).cpu().numpy()
-        interval = self.t_bound
-        h0 = np.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / np.maximum(d1, 1e-300))
-        h0 = np.minimum(h0, interval)
-        h0_t = torch.as_tensor(h0, dtype=y0.dtype, device=y0.device)[:, None]
-        f1 = self.fun(y0 + h0_t * f0, np.arange(self.B))
-        self.nfev += 1
-        d2 = _rms((f1 - f0) / scale).cpu().numpy() / h0
-        small = (d1 <= 1e-15) & (d2 <= 1e-15)
-        with np.errstate(divide="ignore"):
-            h1 = np.where(small, np.maximum(1e-6, h0 * 1e-3),
-                          (0.01 / np.maximum(d1, d2)) ** (1.0 / (RK45.error_estimator_order + 1)))
-        return np.minimum.reduce([100 * h0, h1, np.full(self.B, interval)])
-
-    def step(self) -> np.ndarray:
-        """One attempt for every running configuration; returns the indices that accepted
-        a step (their ``t``, ``y``, ``f`` advanced; dense output available)."""
-        torch = self.torch
-        idx = np.flatnonzero(self.running)
-        t = self.t[idx]
-        min_step = 10.0 * np.abs(np.nextafter(t, np.inf) - t)
-        h_abs = self.h_abs[idx].copy()
-        fresh = ~self.rejected[idx]
-        h_abs = np.where(fresh & (h_abs < min_step), min_step, h_abs)
-        too_small = h_abs < min_step
-        if too_small.any():
-            self.failed[idx[too_small]] = True
-            self.running[idx[too_small]] = False
-            keep = ~too_small
-            idx, t, h_abs = idx[keep], t[keep], h_abs[keep]
-            if idx.size == 0:
-                return idx
-        t_new = np.minimum(t + h_abs, self.t_bound)
-        h = t_new - t
-        full = idx.size == self.B
-        sel = slice(None) if full else torch.as_tensor(idx, device=self.y.device)
-        y, f = self.y[sel], self.f[sel]
-        K = self.K[:, sel] if full else self.K[:, sel].clone()
-        h_t = torch.as_tensor(h, dtype=y.dtype, device=y.device)[:, None]
-        K[0] = f
-        for s in range(1, RK45.n_stages):
-            dy = torch.einsum("snd,s->nd", K[:s], self.A[s, :s]) * h_t
-            K[s] = self.fun(y + dy, idx)
-        y_new = y + h_t * torch.einsum("snd,s->nd", K[:-1], self.Bw)
-        f_new = self.fun(y_new, idx)
-        K[-1] = f_new
-        self.nfev[idx] += RK45.n_stages
-        scale = self.atol[sel] + torch.maximum(torch.abs(y), torch.abs(y_new)) * self.rtol
-        err = _rms(torch.einsum("snd,s->nd", K, self.E) * h_t / scale).cpu().numpy()
-        ok = err < 1.0
-        with np.errstate(divide="ignore"):
-            grow = np.where(err == 0, MAX_FACTOR,
-                            np.minimum(MAX_FACTOR, SAFETY * err**ERROR_EXPONENT))
-            shrink = np.maximum(MIN_FACTOR, SAFETY * err**ERROR_EXPONENT)
-        grow = np.where(self.rejected[idx], np.minimum(1.0, grow), grow)
-        self.h_abs[idx] = h_abs * np.where(ok, grow, shrink)
-        self.rejected[idx] = ~ok
-        acc = idx[ok]
-        if acc.size:
-            rows = torch.as_tensor(np.flatnonzero(ok), device=self.y.device)
-            dest = torch.as_tensor(acc, device=self.y.device)
-            self.y_old[dest] = y[rows]
-            self.y[dest] = y_new[rows]
-            self.f[dest] = f_new[rows]
-            if not full:
-                self.K[:, dest] = K[:, rows]
-            self.t_old[acc] = t[ok]
-            self.t[acc] = t_new[ok]
-            self.running[acc] = self.t[acc] < self.t_bound
-        return acc
-
-    def dense(self, b: int, times: np.ndarray) -> Any:
-        """States (len(times), N) of configuration ``b`` inside its last accepted step, from
-        SciPy's RK45 interpolant ``y_old + h Q p(x)``, ``Q = Kᵀ P``."""
-        torch = self.torch
-        h = self.t[b] - self.t_old[b]
-        x = (np.asarray(times, dtype=np.float64) - self.t_old[b]) / h
-        p = np.cumprod(np.tile(x, (self.Pd.shape[1], 1)), axis=0)  # (order+1, T)
-        Q = torch.einsum("sn,sk->nk", self.K[:, b], self.Pd)
-        pt = torch.as_tensor(p, dtype=Q.dtype, device=Q.device)
-        return (h * (Q @ pt)).T + self.y_old[b][None, :]
-
-
 def integrate_flow(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray,
                    times: np.ndarray, rtol: float, atol: np.ndarray, r_floor: float,
                    recovery: float, device: str, save_params: bool,
@@ -247,11 +107,13 @@ def integrate_flow(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray,
     """
     B = V0.shape[0]
     rec = np.zeros(a.shape, bool) if recoverable is None else np.asarray(recoverable, bool)
-    if device != "cpu":
-        return _integrate(torch, V0, a, c, times, rtol, np.asarray(atol), r_floor, recovery,
-                          device, save_params, progress, early_stop, rec, settle_tol)
-    from ..practice.torchenv import session
+    from ..compute import session
 
+    if device != "cpu":
+        with session():  # deterministic algorithms
+            return _integrate(torch, V0, a, c, times, rtol, np.asarray(atol), r_floor,
+                              recovery, device, save_params, progress, early_stop, rec,
+                              settle_tol)
     with session():  # one intra-op thread, deterministic algorithms
         parts = []
         for b in range(B):

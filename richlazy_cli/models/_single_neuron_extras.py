@@ -25,6 +25,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._single_neuron_halves import _halves
+
 
 def basin_score(a0: np.ndarray, w0: np.ndarray, delta: np.ndarray, beta_star: np.ndarray,
                 eta_a: np.ndarray, eta_w: np.ndarray) -> np.ndarray:
@@ -38,7 +40,6 @@ def basin_score(a0: np.ndarray, w0: np.ndarray, delta: np.ndarray, beta_star: np
     wherever :math:`s \ne 0`. For :math:`\delta > 0` and :math:`a_0 > 0` the score is positive
     (the separating surface :math:`s = 0` needs :math:`\delta \le 0`).
     """
-    from .single_neuron import _halves
 
     a0 = np.asarray(a0, dtype=float)
     w0 = np.asarray(w0, dtype=float)
@@ -105,7 +106,6 @@ def preconditioner_inverse(beta: np.ndarray, delta: float, eta_a: float = 1.0,
     :math:`M^{-1} = p^{-1}\big(I - \gamma^2\beta\beta^\top/(p^2 + \gamma^2\|\beta\|^2)\big)`.
     ``beta`` (d,); returns (d, d).
     """
-    from .single_neuron import _halves
 
     beta = np.asarray(beta, dtype=float)
     g2 = eta_a * eta_w

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ..kernel_distance import kernel_distance
 from .base import rng
 
 # ----------------------------------------------------------------------------------------------
@@ -372,15 +373,6 @@ def panel_inner(P: np.ndarray, Q: np.ndarray, i0: int, i1: int) -> float:
     return 2.0 * full - diag
 
 
-def kernel_distance_from(inner: float, norm0_sq: float, normt_sq: float) -> float:
-    """``S(0,t) = 1 − ⟨K0,Kt⟩_F / (‖K0‖_F ‖Kt‖_F)`` clipped to [0, 1] (rounding only).
-
-    Written as ``1 − ⟨K0,Kt⟩ / √(‖K0‖²‖Kt‖²)`` so that ``S(0,0)`` is exactly 0 (IEEE:
-    ``√(fl(x²)) = x``).
-    """
-    if not (np.isfinite(inner) and np.isfinite(norm0_sq) and np.isfinite(normt_sq)):
-        return float("nan")
-    denom = np.sqrt(norm0_sq * normt_sq)
-    if denom == 0.0:
-        return float("nan")
-    return float(min(1.0, max(0.0, 1.0 - inner / denom)))
+kernel_distance_from = kernel_distance
+"""``S(0,t)`` from ``⟨K0,Kt⟩``, ``‖K0‖²`` and ``‖Kt‖²``: the shared
+:func:`richlazy_cli.kernel_distance.kernel_distance` (its older name here)."""

@@ -30,14 +30,14 @@ batchings.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ._torch_device import import_torch
+from .. import compute
+from ..kernel_distance import kernel_distance
 
 _CHECKPOINT_BATCH_BYTES = 1 << 30
 """Largest scratch (bytes) of one slice of configurations when computing checkpoint metrics."""
@@ -106,11 +106,9 @@ def train(run: TorchRun, progress: Any = None) -> dict[str, np.ndarray]:
     """Train every configuration of ``run``; the checkpoint metrics as NumPy arrays
     ``(B, n_checkpoints)`` (NaN after divergence), ``status`` (B,) int8 and, with
     ``save_params``, ``W`` (B, n_ck, h, d) and ``a`` (B, n_ck, h)."""
-    import_torch()  # BadInput naming the extra, should torch be missing
     from ..errors import Status
-    from ..practice.torchenv import session
 
-    with session() as torch, torch.no_grad():  # one thread, deterministic algorithms
+    with compute.session() as torch, torch.no_grad():  # one thread, deterministic algorithms
         return _train(torch, run, progress, Status)
 
 
@@ -260,10 +258,7 @@ class _CheckpointMetrics:
             K0 = self._kernel(self.A0[sel], self.G0[sel])
             inner = (K0 * Kt).sum(dim=(1, 2))
             normt = (Kt * Kt).sum(dim=(1, 2))
-            denom = torch.sqrt(self.norm0[sel] * normt)
-            kd = torch.clamp(1.0 - inner / denom, 0.0, 1.0)
-            kdist[s] = torch.where(torch.isfinite(kd) & (denom > 0), kd,
-                                   torch.full_like(kd, math.nan))
+            kdist[s] = kernel_distance(inner, self.norm0[sel], normt)
         rows = idx.cpu().numpy()
         for name, value in (("train_loss", train_loss), ("test_loss", test_loss),
                             ("kernel_distance", kdist), ("hamming_distance", hamming),

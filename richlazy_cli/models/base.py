@@ -27,7 +27,6 @@ docs/engine.md states the contract and the result schema.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import os
@@ -40,8 +39,11 @@ from typing import Any, ClassVar
 import numpy as np
 import xarray as xr
 
+from .. import compute
+from ..compute import Implementation, MissingRequirement
 from ..errors import BadInput
-from .params import Param, suggest
+from ..params import Param, suggest
+from ..randomness import rng  # noqa: F401 (re-export: models import rng from here)
 
 Progress = Callable[[float], None]
 """Callback a long kernel calls with the fraction of its work done (0..1)."""
@@ -80,7 +82,7 @@ class Batch:
         return {k: (v[i] if k in self.batchable else v) for k, v in self.values.items()}
 
     @classmethod
-    def from_points(cls, model: Model, points: list[Mapping[str, Any]]) -> Batch:
+    def from_points(cls, model: type[Model], points: list[Mapping[str, Any]]) -> Batch:
         """Stack validated parameter dicts that agree on every non-batchable parameter."""
         if not points:
             raise ValueError("empty batch")
@@ -115,19 +117,6 @@ def values_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def rng(seed: int, *stream: str | int) -> np.random.Generator:
-    """A generator for one named random stream of one seed.
-
-    ``rng(seed, "teacher")`` and ``rng(seed, "data")`` are independent and depend on nothing
-    but their arguments (``numpy.random.SeedSequence`` with a spawn key hashed from the stream
-    names), so results are identical for any batching, worker count or shard.
-    """
-    key = tuple(
-        int.from_bytes(hashlib.sha256(str(s).encode()).digest()[:4], "little") for s in stream
-    )
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(int(seed), spawn_key=key)))
-
-
 def var(dims: tuple[str, ...], data: Any, long_name: str, units: str = "") -> xr.Variable:
     """An xarray variable with the ``long_name`` (and ``units``) attributes the schema requires."""
     attrs = {"long_name": long_name}
@@ -153,6 +142,26 @@ class Model:
     non-batchable parameter and differ in a batchable one (so that they batch together), and,
     in a model with a ``seed`` parameter, at least one with another seed. A model with a
     ``seed`` parameter draws random numbers from it (and only from it) in every action."""
+    requires: ClassVar[tuple[str, ...]] = ()
+    """Modules every run of the model imports (``("torch",)``); a missing one is bad input
+    naming the extra that provides it (:func:`richlazy_cli.compute.require`), checked after
+    the model's own rules, so that the model is listed, and its examples validated, without."""
+    implementations: ClassVar[tuple[Implementation, ...]] = ()
+    """The family's implementations (docs/engine.md, "Implementations and devices"), in order
+    of preference: an action runs on the first that implements it unless the
+    ``implementation`` parameter names another. Empty: one implicit CPU implementation."""
+    implementation_aliases: ClassVar[dict[str, dict[str, dict[str, tuple[str, ...]]]]] = {}
+    """Older parameters that chose the implementation, accepted as aliases: per action,
+    parameter → value → the implementations that value allows. Kept in step with the
+    ``implementation`` chosen, so a result records both."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Run the implementation table's rules around every family's own :meth:`check`
+        (:func:`checked`): the engine calls ``check`` and nothing else."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("check")
+        if own is not None and not getattr(own, "__checked__", False):
+            cls.check = classmethod(checked(own.__func__))  # type: ignore[assignment]
 
     # -- parameters -------------------------------------------------------------------------
     @classmethod
@@ -226,9 +235,26 @@ class Model:
     @classmethod
     def max_workers(cls, values: Mapping[str, Any]) -> int | None:
         """The most workers that can compute configurations like ``values`` at once on one
-        machine, or None for no limit (the default). A model that computes on a GPU returns
-        the number of GPUs, so that a sweep starts one worker per GPU."""
-        return None
+        machine, or None for no limit. Default: one worker per GPU where the configuration's
+        implementation runs on a device and its ``device`` is not ``cpu``
+        (:func:`richlazy_cli.compute.gpu_workers`), else None."""
+        impl = cls.implementation(values)
+        if impl is None or not impl.on_devices:
+            return None
+        return compute.gpu_workers(compute.device_of(values))
+
+    @classmethod
+    def implementation(cls, values: Mapping[str, Any], action: str | None = None
+                       ) -> Implementation | None:
+        """The row of :attr:`implementations` that ``values`` run on (None without a table):
+        the one named by ``implementation`` (or its aliases), else the action's first."""
+        if not cls.implementations:
+            return None
+        name = values.get("implementation")
+        if name is None:
+            action = action or cls.actions[0]
+            name = _choose(cls, action, dict(values))[0].name
+        return next(impl for impl in cls.implementations if impl.name == name)
 
     @classmethod
     def load_native(cls) -> None:
@@ -249,6 +275,93 @@ class Model:
         if action == "train":
             return self.train(batch, progress)
         raise BadInput(f"unknown action {action!r}")
+
+
+# -- implementations, requirements, devices ------------------------------------------------
+def checked(rules: Callable[..., None]) -> Callable[..., None]:
+    """A family's ``check`` with the implementation table's rules around it.
+
+    Before the family's rules: the implementation is chosen (:func:`_choose`) and its
+    actions, methods, dtypes and devices enforced, ``values["implementation"]`` (and its
+    aliases) filled in. After them: the requirements (:attr:`Model.requires` and the
+    implementation's) are imported-checked, and the device is resolved (``cuda`` without a GPU
+    is bad input, :data:`richlazy_cli.compute.NO_GPU`). Idempotent: the engine may check a
+    configuration more than once.
+    """
+
+    def check(cls: type[Model], action: str, values: dict[str, Any]) -> None:
+        impl = None
+        if cls.implementations and action in cls.actions:
+            impl, _ = _choose(cls, action, values)
+        rules(cls, action, values)
+        what = f"model {cls.name}"
+        if impl is not None and len(cls.implementations) > 1:
+            what += f" (implementation {impl.name})"
+        compute.require(what, (*cls.requires, *(impl.requires if impl else ())))
+        if "device" in values and (impl is None or impl.on_devices):
+            compute.resolve_device(str(values["device"]))
+
+    check.__checked__ = True  # type: ignore[attr-defined]
+    check.__doc__ = rules.__doc__
+    return check
+
+
+def _choose(cls: type[Model], action: str, values: dict[str, Any]
+            ) -> tuple[Implementation, str]:
+    """The implementation of ``values`` for ``action`` and the parameter that named it; fills
+    ``values`` in place. BadInput naming the parameter for a combination the table lacks."""
+    table = cls.implementations
+    allowed = [impl.name for impl in table]
+    named_by = "implementation"
+    aliases = cls.implementation_aliases.get(action, {})
+    chosen = values.get("implementation")
+    if chosen is not None:
+        allowed = [chosen]
+    for alias, mapping in aliases.items():
+        given = values.get(alias)
+        if given is None or given not in mapping:
+            continue
+        narrowed = [name for name in allowed if name in mapping[given]]
+        if not narrowed:
+            raise BadInput(f"parameter {alias}: {given} contradicts implementation {chosen}")
+        if len(narrowed) < len(allowed):
+            named_by = alias
+        allowed = narrowed
+    doing = [name for name in allowed
+             if action in next(i for i in table if i.name == name).actions]
+    if not doing:
+        able = ", ".join(i.name for i in table if action in i.actions)
+        shown = values.get(named_by) if named_by != "implementation" else allowed[0]
+        raise BadInput(f"parameter {named_by}: {shown} (implementation {allowed[0]}) does not "
+                       f"{action}; implementations that {action}: {able}")
+    impl = next(i for i in table if i.name == doing[0])
+    method = values.get("method")
+    if impl.methods is not None and method is not None and method not in impl.methods:
+        raise BadInput(f"parameter method: implementation {impl.name} integrates with "
+                       f"{', '.join(impl.methods)}, not {method}")
+    dtype = values.get("dtype")
+    if impl.dtypes is not None and dtype is not None and dtype not in impl.dtypes:
+        raise BadInput(f"parameter dtype: implementation {impl.name} computes in "
+                       f"{', '.join(impl.dtypes)}, not {dtype}")
+    device = values.get("device")
+    if device is not None and device != "auto" and device not in impl.devices:
+        on = [i.name for i in table if device in i.devices and action in i.actions]
+        hint = "".join(
+            f" ({alias} = {value})" for alias, mapping in aliases.items()
+            for value, names in mapping.items() if on and names == (on[0],))
+        raise BadInput(f"parameter device: {device} needs implementation "
+                       f"{' or '.join(on) or '(none)'}{hint}; {impl.name} runs on the cpu")
+    if any(p.name == "implementation" for p in cls.params):  # a one-row table: none
+        values["implementation"] = impl.name
+    for alias, mapping in aliases.items():
+        for value, names in mapping.items():
+            if impl.name in names:
+                values[alias] = value
+                break
+    return impl, named_by
+
+
+Model.check = classmethod(checked(Model.__dict__["check"].__func__))  # type: ignore[assignment]
 
 
 # -- the contract ---------------------------------------------------------------------------
@@ -323,6 +436,8 @@ def check_contract(cls: type[Model]) -> None:
                     refuse(f"{where} names an unknown parameter {key!r}" + suggest(key, [*names]))
             try:
                 cls.resolve(action, example)
+            except MissingRequirement:
+                pass  # the model's own rules passed; a run is refused where torch is missing
             except BadInput as exc:
                 refuse(f"{where} fails validation ({exc})")
 

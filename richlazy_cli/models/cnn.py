@@ -41,9 +41,10 @@ from typing import Any, ClassVar
 import numpy as np
 import xarray as xr
 
+from .. import compute
 from ..errors import BadInput, Status
 from ..practice import data as sources
-from ..practice import filters, metrics, nets, torchenv
+from ..practice import filters, metrics, nets
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
@@ -70,6 +71,8 @@ class CNN(Model):
     summary = ("LeNet kernel/Hamming/parameter distance against relative scale alpha "
                "(Kunin et al. Fig. 6a; needs the practice extra)")
     actions = ("train",)
+    requires = ("torch",)
+    implementations = compute.TORCH_TRAINING
     params = (
         Param("dataset", "str", "digits", "data source", choices=sources.SOURCES),
         Param("data_file", "path", None, "the .npz file of dataset = npz (X, y[, X_test, "
@@ -102,7 +105,7 @@ class CNN(Model):
         Param("rescale", "str", "both", "what alpha rescales: both (conv1 / alpha, last dense "
               "* alpha) or first (conv1 / alpha only, the paper's ResNet convention)",
               choices=nets.RESCALES),
-        *torchenv.run_params("seed of split, probe set, initialisation and batches",
+        *compute.run_params("seed of split, probe set, initialisation and batches",
                              "float64"),
     )
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
@@ -122,8 +125,6 @@ class CNN(Model):
 
     @classmethod
     def check(cls, action: str, values: dict[str, Any]) -> None:
-        torchenv.require_torch(cls.name)
-        torchenv.check_device(cls.name, values["device"])
         if values["dataset"] != "npz" and values.get("data_file") is not None:
             raise BadInput("parameter data_file: only read when dataset = npz")
         shape = sources.check_source(values["dataset"], values.get("data_file"))
@@ -177,12 +178,12 @@ class CNN(Model):
     # ------------------------------------------------------------------------------------------
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         v = batch.values
-        device = torchenv.resolve_device(v["device"])
+        device = compute.resolve_device(v["device"])
         B = batch.size
         results: list[dict[str, np.ndarray]] = []
         status = np.zeros(B, dtype=np.int8)
         ck = None
-        with torchenv.session():
+        with compute.session():
             for i in range(B):
                 p = batch.point(i)
                 split = sources.load(str(v["dataset"]), int(p["seed"]), v.get("data_file"))
@@ -237,12 +238,11 @@ class CNN(Model):
             else "K = [J_c J_c'^T], (n c) x (n c)"),
             "steps_per_epoch": int(spe),
             "filter_roughness_iid": _iid_level(str(v["arch"]), v.get("first_kernel")),
-            **torchenv.provenance(device)}
+            **compute.provenance(device)}
         return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-with torchenv.registering():
-    register(CNN)
+register(CNN)
 
 
 def _checkpoints(v: Mapping[str, Any], n_train: int) -> np.ndarray:
@@ -264,7 +264,7 @@ def _train_one(split: sources.DataSplit, v: Mapping[str, Any], p: Mapping[str, A
     import torch.nn.functional as F
 
     seed, alpha, lr = int(p["seed"]), float(p["alpha"]), float(p["lr"])
-    dtype = torchenv.torch_dtype(v["dtype"])
+    dtype = compute.torch_dtype(v["dtype"])
     f64 = torch.float64
     net = nets.network(str(v["arch"]), split.sample_shape, v.get("first_kernel"),
                        str(v["norm"]))

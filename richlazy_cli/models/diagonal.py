@@ -68,6 +68,7 @@ from scipy.linalg import cho_factor, cho_solve
 from threadpoolctl import threadpool_limits
 
 from ..errors import BadInput, Status
+from ..records import record_grid
 from ..userfiles import read_npz
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
@@ -357,13 +358,12 @@ def make_data(values: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.nda
 
 def record_times(t_min: float, t_max: float, n_time: int) -> np.ndarray:
     """``0`` then ``n_time`` log-spaced times from ``t_min`` to ``t_max``."""
-    return np.concatenate([[0.0], np.geomspace(t_min, t_max, n_time)])
+    return record_grid(float(t_max), n_time, first=t_min)
 
 
 def record_steps(max_steps: int, n_record: int) -> np.ndarray:
     """``0`` then about ``n_record`` log-spaced distinct step counts up to ``max_steps``."""
-    steps = np.unique(np.round(np.geomspace(1, max_steps, n_record)).astype(np.int64))
-    return np.concatenate([[0], steps])
+    return record_grid(int(max_steps), n_record)
 
 
 def _not_reached(item: xr.Variable) -> xr.Variable:

@@ -34,8 +34,8 @@ from typing import Any, ClassVar
 import numpy as np
 import xarray as xr
 
+from .. import compute
 from ..errors import BadInput, Status
-from ..practice import torchenv
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
@@ -106,6 +106,8 @@ class Grokking(Model):
                "scale alpha and logit scale tau (Kunin et al. Fig. 6d/12; needs the practice "
                "extra)")
     actions = ("train",)
+    requires = ("torch",)
+    implementations = compute.TORCH_TRAINING
     params = (
         Param("p", "int", 97, "modulus (prime for x/y)", low=3, high=2000),
         Param("op", "str", "x+y", "operation", choices=OPS),
@@ -128,7 +130,7 @@ class Grokking(Model):
               high=1.0, low_open=True),
         Param("early_stop", "bool", False,
               "stop once both accuracies reached the threshold (later evaluations NaN)"),
-        *torchenv.run_params("seed of split, initialisation and batches"),
+        *compute.run_params("seed of split, initialisation and batches"),
     )
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (
@@ -141,8 +143,6 @@ class Grokking(Model):
 
     @classmethod
     def check(cls, action: str, values: dict[str, Any]) -> None:
-        torchenv.require_torch(cls.name)
-        torchenv.check_device(cls.name, values["device"])
         p, op = values["p"], values["op"]
         if op == "x/y" and not is_prime(p):
             raise BadInput(f"parameter p: x/y needs a prime modulus; {p} is not prime")
@@ -208,7 +208,7 @@ class Grokking(Model):
     # ------------------------------------------------------------------------------------------
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         v = batch.values
-        device = torchenv.resolve_device(v["device"])
+        device = compute.resolve_device(v["device"])
         p, op = int(v["p"]), str(v["op"])
         inputs, labels = modular_data(p, op)
         N = labels.size
@@ -222,7 +222,7 @@ class Grokking(Model):
         out = {k: np.full((B, ev.size), np.nan) for k in names}
         status = np.zeros(B, dtype=np.int8)
         n_params = n_embed = 0
-        with torchenv.session():
+        with compute.session():
             for i in range(B):
                 pt = batch.point(i)
                 seed = int(pt["seed"])
@@ -267,13 +267,12 @@ class Grokking(Model):
                  "eval_every_used": int(every), "n_params": int(n_params),
                  "embedding_params": int(n_embed),
                  "embedding_fraction": float(n_embed / n_params) if n_params else 0.0,
-                 **torchenv.provenance(device)}
+                 **compute.provenance(device)}
         coords = {"eval_step": var(("eval_step",), ev, "optimiser steps taken", "steps")}
         return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-with torchenv.registering():
-    register(Grokking)
+register(Grokking)
 
 
 def first_reached(acc: np.ndarray, ev: np.ndarray, threshold: float
@@ -373,7 +372,7 @@ def build(v: Mapping[str, Any], alpha: float, seed: int, device: str = "cpu") ->
         net = transformer(int(v["p"]), int(v["d_model"]), int(v["n_heads"]),
                           int(v["n_layers"]))
     values = initial_values(net, rng(seed, "init"), alpha)
-    dtype = torchenv.torch_dtype(v["dtype"])
+    dtype = compute.torch_dtype(v["dtype"])
     with torch.no_grad():
         for name, prm in net.named_parameters():
             prm.data = torch.tensor(values[name], dtype=dtype)

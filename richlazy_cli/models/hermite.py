@@ -84,15 +84,12 @@ from scipy.integrate import BDF, DOP853, LSODA, RK45, OdeSolver, quad
 from scipy.interpolate import CubicSpline
 from scipy.optimize import brentq
 
+from .. import compute
+from ..compute import Implementation
 from ..errors import BadInput, Status
+from ..records import record_grid
+from ._hermite_poly import hermite_eval
 from ._hermite_sgd import run_online_sgd
-from ._torch_device import (
-    backend_params,
-    check_backend,
-    gpu_workers,
-    import_torch,
-    resolve_device,
-)
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
@@ -134,28 +131,6 @@ def info_exponent(c: np.ndarray) -> int:
     """``k* = min{j ≥ 1 : c_j ≠ 0}``."""
     nz = np.flatnonzero(np.asarray(c)[1:] != 0)
     return int(nz[0]) + 1
-
-
-def hermite_eval(z: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """σ(z) = Σ_j c_j h_j(z) and σ'(z) = Σ_j c_j √j h_{j-1}(z) (recurrence on He_j)."""
-    K = len(c) - 1
-    he_prev = np.ones_like(z)  # He_0
-    sig = c[0] * he_prev
-    dsig = np.zeros_like(z)
-    if K == 0:
-        return sig, dsig
-    he = z.copy()  # He_1
-    fact = 1.0  # j!
-    for j in range(1, K + 1):
-        if j > 1:
-            he, he_prev = z * he - (j - 1) * he_prev, he
-        # here he = He_j, he_prev = He_{j-1}; fact = (j-1)!
-        if c[j] != 0:
-            # h_j = He_j/√(j!), h_j' = j He_{j-1}/√(j!)
-            sig = sig + (c[j] / math.sqrt(fact * j)) * he
-            dsig = dsig + (c[j] * j / math.sqrt(fact * j)) * he_prev
-        fact *= j
-    return sig, dsig
 
 
 def _poly_g(s: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -409,7 +384,7 @@ def _overlap_stats(V: np.ndarray, P: int) -> tuple[np.ndarray, np.ndarray]:
 
 def log_times(t_max: float, n: int, decades: float = 4.0) -> np.ndarray:
     """0 followed by ``n`` log-spaced times over the ``decades`` decades up to ``t_max``."""
-    return np.concatenate([[0.0], np.geomspace(t_max * 10.0**-decades, t_max, n)])
+    return record_grid(float(t_max), n, first=t_max * 10.0**-decades)
 
 
 STOP_MARGIN = 1.1
@@ -440,8 +415,7 @@ def expected_steps(values: Mapping[str, Any]) -> float:
 
 def log_steps(steps: int, n: int) -> np.ndarray:
     """0 followed by up to ``n`` distinct log-spaced integer steps from 1 to ``steps``."""
-    s = np.unique(np.round(np.geomspace(1, steps, n)).astype(np.int64))
-    return np.concatenate([[0], s])
+    return record_grid(int(steps), n)
 
 
 SETTLE_TOL = 1e-4
@@ -577,6 +551,17 @@ def minibatch_grad(V: np.ndarray, x: np.ndarray, fstar: np.ndarray, c: np.ndarra
 
 
 # -- the model --------------------------------------------------------------------------------
+IMPLEMENTATIONS: tuple[Implementation, ...] = (
+    Implementation("numba", "train: the compiled SGD loop", ("train",), tolerance=0.0),
+    Implementation("numpy", "the reference: solve with SciPy's integrators, train with the "
+                   "NumPy SGD loop", ("solve", "train"), reference=True),
+    Implementation("torch", "solve: the batch's flows at once on a device, Dormand-Prince "
+                   "5(4)", ("solve",), devices=("cpu", "cuda"), methods=("RK45",),
+                   requires=("torch",), tolerance=1e-6),
+)
+"""Where hermite computes (docs/hermite.md): in this order of preference per action."""
+
+
 @register
 class Hermite(Model):
     """Additive Hermite single-index tasks learned by a 2-homogeneous student (docs/hermite.md)."""
@@ -617,17 +602,26 @@ class Hermite(Model):
         Param("steps", "int", 100000, "train: number of online-SGD steps (= samples / batch)",
               low=1),
         Param("batch", "int", 1, "train: fresh Gaussian samples per SGD step", low=1),
-        Param("loop", "str", "numba", "train: the compiled SGD loop, or its bitwise-identical "
-              "NumPy reference", choices=("numba", "numpy")),
+        Param("loop", "str", None, "train: alias of implementation: numba (the compiled SGD "
+              "loop) or numpy (its bitwise-identical reference)", choices=("numba", "numpy"),
+              optional=True),
         Param("stop_on_recovery", "bool", False, "train: stop once every learnable teacher is "
               "recovered, plus 10% more steps"),
         Param("checkpoints", "int", 200, "number of log-spaced output times/steps (after 0)",
               low=1),
         Param("seed", "int", 0, "random seed (initial directions; SGD samples)", low=0),
         Param("save_params", "bool", False, "also store the weights v over (time, neuron, dim)"),
-        *backend_params("solve: SciPy's integrators, the reference",
-                        "solve: the batch's flows at once on a device, Dormand-Prince 5(4)"),
+        compute.implementation_param(IMPLEMENTATIONS),
+        Param("backend", "str", None, "alias of implementation: numpy (solve: numpy; train: "
+              "numba or numpy) or torch", choices=("numpy", "torch"), optional=True),
+        compute.device_param(),
     )
+    implementations: ClassVar[tuple[Implementation, ...]] = IMPLEMENTATIONS
+    implementation_aliases: ClassVar[dict[str, dict[str, dict[str, tuple[str, ...]]]]] = {
+        "solve": {"backend": {"numpy": ("numpy",), "torch": ("torch",)}},
+        "train": {"backend": {"numpy": ("numba", "numpy"), "torch": ("torch",)},
+                  "loop": {"numba": ("numba",), "numpy": ("numpy",)}},
+    }
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
             {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "checkpoints": 15, "sigma0": 0.05},
@@ -677,14 +671,6 @@ class Hermite(Model):
                     f"parameter method: {values['method']} needs the dense Jacobian of the "
                     f"m·d = {n} weights ({n}² values, {n * n * 8 / 2**20:.0f} MiB); the limit "
                     f"is m·d ≤ {JACOBIAN_LIMIT}: use RK45 or DOP853")
-        if values["backend"] == "torch":
-            if action != "solve":
-                raise BadInput("parameter backend: torch integrates the flow (solve); train "
-                               "runs the compiled SGD loop (backend numpy)")
-            if values["method"] != "RK45":
-                raise BadInput(f"parameter method: the torch backend integrates with RK45, "
-                               f"not {values['method']}")
-        check_backend(values)  # BadInput: no torch, no GPU, cuda without torch
         if action == "train" and values["lr"] is None:
             values["lr"] = 0.1 / d**2
 
@@ -702,17 +688,12 @@ class Hermite(Model):
         return short
 
     @classmethod
-    def max_workers(cls, values: Mapping[str, Any]) -> int | None:
-        """One worker per GPU on the torch backend with a GPU device."""
-        return gpu_workers(values)
-
-    @classmethod
     def cost(cls, values: Mapping[str, Any]) -> float:
         """Flops-like estimate: ~7 gradient evaluations of O(m(m+P)d) per unit of GF time
         (solve, see the module docstring) plus O(batch·m·d) per SGD step (train)."""
         m, d, P = values["m"], values["d"], values["P"]
         solve = 7.0 * values["t_max"] * m * (m + P) * d
-        per_sample = 4.0 if values.get("loop", "numba") == "numba" else 60.0
+        per_sample = 60.0 if values.get("implementation") == "numpy" else 4.0
         train = float(expected_steps(values)) * values["batch"] * m * d * per_sample
         return (solve + train) * 1e-9
 
@@ -824,18 +805,18 @@ class Hermite(Model):
         t_th = np.stack([tp[0] for tp in pairs])
         w_th = np.stack([tp[1] for tp in pairs])
         atol = 1e-3 * batch["rtol"] * sigma0 / math.sqrt(d)
-        if batch["backend"] == "torch":
+        if batch["implementation"] == "torch":
             from . import _hermite_torch
 
-            device = resolve_device(batch["device"])
+            device = compute.resolve_device(batch["device"])
             res = _hermite_torch.integrate_flow(
-                import_torch(), sigma0[:, None, None] * U0[None], a, c, times,
+                compute.import_torch(), sigma0[:, None, None] * U0[None], a, c, times,
                 batch["rtol"], atol, _R_FLOOR, RECOVERY, device, batch["save_params"], progress,
                 batch["early_stop"], np.isfinite(t_th), SETTLE_TOL)
             loss, overlap, norm, t_rec = res["loss"], res["overlap"], res["norm"], res["t_recover"]
             Vs, status, nfev, t_stop, winner = (res.get("V"), res["status"], res["nfev"],
                                                 res["t_stop"], res["winner"])
-        for b in range(B if batch["backend"] == "numpy" else 0):
+        for b in range(B if batch["implementation"] == "numpy" else 0):
 
             def record(i: int, Vi: np.ndarray, b: int = b) -> None:
                 loss[b, i] = population_loss_grad(Vi, a[b], c, need_grad=False)[0]
@@ -864,8 +845,11 @@ class Hermite(Model):
                                "(t_max unless early_stop or divergence); later output times "
                                "hold the state there", "time"),
                  **self._winner_vars(winner, w_th, U0)}
-        return self._dataset(batch, "time", coord, loss, overlap, norm, t_rec, t_th, loss_th,
-                             status, Vs, extra)
+        ds = self._dataset(batch, "time", coord, loss, overlap, norm, t_rec, t_th, loss_th,
+                           status, Vs, extra)
+        if batch["implementation"] == "torch":
+            ds.attrs.update(compute.provenance(device))
+        return ds
 
     # -- online SGD -------------------------------------------------------------------------
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
@@ -891,7 +875,7 @@ class Hermite(Model):
 
         res = run_online_sgd(V, np.ascontiguousarray(a), c, lr, batch["batch"], grid,
                              rng(batch["seed"], "sgd"), np.isfinite(t_th),
-                             batch["stop_on_recovery"], batch["loop"], _R_FLOOR, RECOVERY,
+                             batch["stop_on_recovery"], batch["implementation"], _R_FLOOR, RECOVERY,
                              record, progress)
         steps_rec = np.where(res["rec_step"] >= 0, res["rec_step"], np.nan)
         timev = lr[:, None] * grid[None, :].astype(float)

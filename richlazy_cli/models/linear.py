@@ -117,6 +117,8 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
 from ..errors import BadInput
+from ..kernel_distance import kernel_distance as shared_kernel_distance
+from ..records import record_grid
 from ..userfiles import read_npz
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
@@ -218,11 +220,8 @@ def kernel_distance(
     Sigma: np.ndarray,
 ) -> float:
     """``S(0, t) = 1 − ⟨K_0, K_t⟩/(‖K_0‖‖K_t‖)`` (docs/linear.md, eq. (11))."""
-    k00 = ntk_inner(f0, f0, Sigma)
-    ktt = ntk_inner(ft, ft, Sigma)
-    if k00 <= 0.0 or ktt <= 0.0:
-        return math.nan
-    return 1.0 - ntk_inner(f0, ft, Sigma) / math.sqrt(k00 * ktt)
+    return float(shared_kernel_distance(ntk_inner(f0, ft, Sigma), ntk_inner(f0, f0, Sigma),
+                                        ntk_inner(ft, ft, Sigma)))
 
 
 # -- function-space theory (Theorems 4.1, 4.2, B.6) ---------------------------------------------
@@ -442,7 +441,7 @@ def make_data(point: dict[str, Any], file: dict[str, np.ndarray] | None = None) 
 def recorded_steps(steps: int, checkpoints: int) -> np.ndarray:
     """The steps ``train`` records: ``checkpoints`` evenly spaced steps from 0 to ``steps``,
     rounded, duplicates removed."""
-    return np.unique(np.round(np.linspace(0, steps, checkpoints)).astype(int))
+    return record_grid(int(steps), checkpoints - 1, spacing="linear")
 
 
 def _unflatten(theta: np.ndarray, d: int, h: int, c: int, depth: int) -> tuple[list, np.ndarray]:
@@ -642,7 +641,7 @@ class Linear(Model):
     # -- gradient flow ----------------------------------------------------------------------
     def solve(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         d, c, depth = (int(batch[k]) for k in ("d", "c", "depth"))
-        times = np.linspace(0.0, float(batch["t_max"]), int(batch["n_times"]))
+        times = record_grid(float(batch["t_max"]), int(batch["n_times"]) - 1, spacing="linear")
         methods = ["numeric", "theory"] if self._theory_method(batch) else ["numeric"]
         B, T, M = batch.size, times.size, len(methods)
         beta = np.full((B, M, T, d, c), np.nan)

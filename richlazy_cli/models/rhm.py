@@ -36,9 +36,11 @@ from typing import Any, ClassVar
 import numpy as np
 import xarray as xr
 
+from .. import compute
 from ..errors import BadInput, Status
-from ..practice import hierarchy, nets, torchenv
+from ..practice import hierarchy, nets
 from ..practice.metrics import accuracy, evaluate
+from ..records import record_grid
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
@@ -48,8 +50,7 @@ SCHEDULES = ("cosine_clamped", "cosine_torch", "constant")
 def checkpoint_epochs(epochs: int, n_checkpoints: int) -> np.ndarray:
     """Epoch 0, ``n_checkpoints`` − 2 log-spaced epochs from 1 and the last epoch, rounded
     to integers with duplicates removed."""
-    logs = np.round(np.geomspace(1, epochs, max(n_checkpoints - 1, 1))).astype(np.int64)
-    return np.unique(np.concatenate([[0], logs, [epochs]]))
+    return record_grid(int(epochs), max(n_checkpoints - 1, 1), with_last=True)
 
 
 def learning_rate(lr0: float, epoch: int, epochs: int, schedule: str) -> float:
@@ -69,6 +70,8 @@ class RHM(Model):
     summary = ("random hierarchy model: MLP sample complexity against relative scale alpha "
                "(Kunin et al. Fig. 6c; needs the practice extra)")
     actions = ("train",)
+    requires = ("torch",)
+    implementations = compute.TORCH_TRAINING
     params = (
         Param("L", "int", 3, "levels of the hierarchy", low=1),
         Param("n_classes", "int", 8, "classes n_c", low=2),
@@ -92,7 +95,7 @@ class RHM(Model):
               choices=SCHEDULES),
         Param("n_checkpoints", "int", 26,
               "evaluation epochs: 0, log-spaced ones and the last", low=2),
-        *torchenv.run_params("seed of rules, split, initialisation and batches"),
+        *compute.run_params("seed of rules, split, initialisation and batches"),
     )
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (
@@ -107,8 +110,6 @@ class RHM(Model):
 
     @classmethod
     def check(cls, action: str, values: dict[str, Any]) -> None:
-        torchenv.require_torch(cls.name)
-        torchenv.check_device(cls.name, values["device"])
         n_c, m, s, v = values["n_classes"], values["m"], values["s"], values["v"]
         if n_c * m > v**s:
             raise BadInput(f"parameters n_classes, m: n_c*m = {n_c * m} exceeds v^s = {v**s} "
@@ -177,7 +178,7 @@ class RHM(Model):
     # ------------------------------------------------------------------------------------------
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         v = batch.values
-        device = torchenv.resolve_device(v["device"])
+        device = compute.resolve_device(v["device"])
         epochs = int(v["epochs"])
         ck = checkpoint_epochs(epochs, int(v["n_checkpoints"]))
         B = batch.size
@@ -185,7 +186,7 @@ class RHM(Model):
         n_train = np.zeros(B, dtype=np.int64)
         status = np.zeros(B, dtype=np.int8)
         problems: dict[int, _Problem] = {}
-        with torchenv.session():
+        with compute.session():
             for i in range(B):
                 seed = int(batch.point(i)["seed"])
                 if seed not in problems:
@@ -218,13 +219,12 @@ class RHM(Model):
             data[k].attrs["nan_meaning"] = "not reached: the configuration diverged earlier"
         attrs = {"P_max": int(next(iter(problems.values())).P) if problems else 0,
                  "input_dim": int(v["s"] ** v["L"] * v["v"]),
-                 **torchenv.provenance(device)}
+                 **compute.provenance(device)}
         coords = {"epoch": var(("epoch",), ck, "training epoch (0: initialisation)", "epochs")}
         return xr.Dataset(data, coords=coords, attrs=attrs)
 
 
-with torchenv.registering():
-    register(RHM)
+register(RHM)
 
 
 ALIGN_BYTES = 64
@@ -303,7 +303,7 @@ def _train_group(probs: list[_Problem], v: Mapping[str, Any], alphas: list[float
     import torch.nn.functional as F
 
     G = len(probs)
-    dtype = torchenv.torch_dtype(v["dtype"])
+    dtype = compute.torch_dtype(v["dtype"])
     width, epochs, bsz = int(v["width"]), int(v["epochs"]), int(v["batch"])
     lr0 = float(v["lr"]) if v["lr"] is not None else 0.1 * width
     mom = float(v["momentum"])

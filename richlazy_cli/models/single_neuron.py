@@ -42,7 +42,10 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import least_squares
 
 from ..errors import BadInput
+from ..kernel_distance import kernel_distance as shared_kernel_distance
+from ..records import record_grid
 from ._single_neuron_extras import extra_outputs, hessian_map_defect  # noqa: F401 (re-export)
+from ._single_neuron_halves import _halves
 from .base import Batch, Model, Progress, register, var
 from .params import Param
 
@@ -59,24 +62,6 @@ LIMIT_T_CAP = 1e9
 # ---------------------------------------------------------------------------------------------
 # Pure array kernels (leading batch axis B)
 # ---------------------------------------------------------------------------------------------
-def _halves(delta: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    r"""``(kappa, p, q)`` with :math:`\kappa = \sqrt{\delta^2 + 4x}`, :math:`p = (\kappa+\delta)/2`,
-    :math:`q = (\kappa-\delta)/2`, for :math:`x \ge 0`, without cancellation.
-
-    :math:`pq = x`, so the half that would cancel (``q`` when :math:`\delta > 0`, ``p`` when
-    :math:`\delta < 0`) is computed as ``x`` divided by the other one.
-    """
-    delta = np.asarray(delta, dtype=float)
-    x = np.asarray(x, dtype=float)
-    kappa = np.hypot(delta, 2.0 * np.sqrt(x))
-    big_p = 0.5 * (kappa + np.abs(delta))  # the half without cancellation, >= |delta|
-    with np.errstate(divide="ignore", invalid="ignore"):
-        small = np.where(big_p > 0, x / np.where(big_p > 0, big_p, 1.0), 0.0)
-    p = np.where(delta >= 0, big_p, small)
-    q = np.where(delta >= 0, small, big_p)
-    return kappa, p, q
-
-
 def init_from_beta(
     beta0: np.ndarray, delta: np.ndarray, eta_a: np.ndarray, eta_w: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -491,7 +476,7 @@ def kernel_distance(
     cross = _quad(G, w0, w)
     inner = alpha0 * alpha * tr_g2 + ea * (alpha0 * q + alpha * q0) + ea * ea * cross * cross
     norm2 = alpha * alpha * tr_g2 + 2.0 * ea * alpha * q + ea * ea * n * n
-    return 1.0 - inner / np.sqrt(norm2[..., :1] * norm2)
+    return shared_kernel_distance(inner, norm2[..., :1], norm2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -745,7 +730,7 @@ class SingleNeuron(Model):
         else:
             delta = batch.column("delta").astype(float)
             a0, w0 = init_from_beta(batch.column("beta0").reshape(B, d), delta, eta_a, eta_w)
-        times = np.linspace(0.0, float(batch["t_max"]), int(batch["n_times"]))
+        times = record_grid(float(batch["t_max"]), int(batch["n_times"]) - 1, spacing="linear")
         if float(batch.values.get("leak", 1.0)) < 1.0:
             return _solve_leaky(batch, a0, w0, delta, eta_a, eta_w, times, progress)
         X, y = batch["X"], batch["y"]
@@ -987,6 +972,5 @@ def _leaky_kernel_distance(
         ew * (a * a)[..., None, None] * gram + ea * z[..., :, None] * z[..., None, :])
     K0 = K[:, :, :1]
     inner = np.sum(K0 * K, axis=(-2, -1))
-    norms = np.sqrt(np.sum(K * K, axis=(-2, -1)))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return 1.0 - inner / (norms[..., :1] * norms)
+    norm2 = np.sum(K * K, axis=(-2, -1))
+    return shared_kernel_distance(inner, norm2[..., :1], norm2)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..kernel_distance import kernel_distance as _finish
 from .nets import Forward
 
 KERNELS = ("trace", "full")
@@ -65,11 +66,8 @@ def kernel_distance(K0: Any, K: Any) -> float:
 
     K0 = K0.to(torch.float64)
     K = K.to(torch.float64)
-    inner = float(torch.sum(K0 * K))
-    denom = math.sqrt(float(torch.sum(K0 * K0)) * float(torch.sum(K * K)))
-    if not (math.isfinite(inner) and math.isfinite(denom)) or denom == 0.0:
-        return float("nan")
-    return min(1.0, max(0.0, 1.0 - inner / denom))
+    return float(_finish(float(torch.sum(K0 * K)), float(torch.sum(K0 * K0)),
+                         float(torch.sum(K * K))))
 
 
 def activation_bits(pre: list[Any]) -> Any:

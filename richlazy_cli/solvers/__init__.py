@@ -1,0 +1,5 @@
+"""Integrators of ordinary differential equations beside SciPy's (docs/engine.md, "Solvers").
+
+:mod:`.runge_kutta`: batched embedded Runge–Kutta pairs (Dormand–Prince 5(4), Bogacki–Shampine
+3(2)) on torch devices, the tableau as data and the step-size control written once.
+"""
