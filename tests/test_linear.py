@@ -500,7 +500,7 @@ def test_cli_end_to_end(tmp_path: Path, cli: Any) -> None:
     done = cli(*args, "-p", "delta=0.5", "-o", str(out))
     assert done.code == 0, done.err
     with xr.open_dataset(out, engine="h5netcdf") as ds:
-        assert list(ds.method.values) == ["numeric", "theory"]
+        assert list(ds.solution_method.values) == ["numeric", "theory"]
         assert np.max(np.abs(ds.beta.values[0] - ds.beta.values[1])) <= 1e-6
     bad = cli(*args, "-p", "c=1", "-p", "delta=0.5", "-o", str(tmp_path / "bad.h5"))
     assert bad.code == 2 and "h <= c" in bad.err
