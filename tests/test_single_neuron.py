@@ -473,7 +473,7 @@ def test_cli_solve_writes_readable_file(cli: Any, tmp_path: Any) -> None:
     assert res.code == 0, res.err
     ds = xr.open_dataset(out, engine="h5netcdf")
     np.testing.assert_allclose(ds["beta_inf"].values, [1.0, 0.6389829], atol=5e-7)
-    assert ds["a"].dims == ("method", "time")
+    assert ds["a"].dims == ("solution_method", "time")
     ds.close()
     with h5py.File(out, "r") as f:
         assert "beta_implicit" in f and f["time"].shape == (5,)

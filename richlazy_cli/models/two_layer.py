@@ -49,7 +49,7 @@ import xarray as xr
 from threadpoolctl import threadpool_limits
 
 from .. import compute
-from ..compute import BATCH_DEPENDENT, Implementation
+from ..compute import Implementation
 from ..errors import BadInput, Status
 from ..records import record_grid
 from . import _two_layer_data as tl_data
@@ -91,12 +91,11 @@ IMPLEMENTATIONS: tuple[Implementation, ...] = (
     Implementation("numba", "the reference: compiled loop, BLAS", ("train",), reference=True),
     Implementation("torch", "the whole batch as one computation, on a CPU or GPU", ("train",),
                    devices=("cpu", "cuda"), requires=("torch",), tolerance=1e-10,
-                   float32_tolerance=1e-5, batching=BATCH_DEPENDENT),
+                   float32_tolerance=1e-5),
 )
-"""Where two-layer trains (docs/two-layer.md, "The torch backend"). The torch row is declared
-batch-dependent even on the CPU: measured on this project's 2-core CI-like machine, a
-batched configuration differs in its last bits from the same configuration alone (the
-stacked-product probe of :mod:`._two_layer_torch` does not catch it); within 1e-10."""
+"""Where two-layer trains (docs/two-layer.md, "The torch backend"). On the CPU the torch row
+is bitwise across batching: every batched product whose kernel would change an item's bits
+(a batch of one included) is computed one item at a time (:mod:`._two_layer_torch`)."""
 
 
 @register
