@@ -92,13 +92,20 @@ def _states(job: str) -> list[dict[str, str]]:
     return [dict(re.findall(r"(\w+)=(\S*)", line)) for line in proc.stdout.splitlines()]
 
 
+RELEASE_AFTER = 5.0
+"""Seconds a requeued job stays held before the test releases it (see :func:`_wait`)."""
+
+
 def _wait(*jobs: str, timeout: float = WAIT) -> None:
     """Wait until the jobs (arrays included) have left the queue.
 
-    A requeued job is held for two minutes (``Reason=BeginTime``): it is released at once, as
-    an operator would, so that the test does not sit out SLURM's requeue delay.
+    A requeued job is held for two minutes (``Reason=BeginTime``): it is released after
+    :data:`RELEASE_AFTER` seconds, as an operator would, so that the test does not sit out
+    SLURM's requeue delay. Not at once: slurmd refuses a launch that comes while the previous
+    run's credential is still being revoked ("Job credential revoked", the job then FAILS).
     """
     deadline = time.monotonic() + timeout
+    held: dict[str, float] = {}
     while time.monotonic() < deadline:
         live = []
         for job in jobs:
@@ -106,7 +113,9 @@ def _wait(*jobs: str, timeout: float = WAIT) -> None:
                 if state["JobState"] in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING",
                                          "REQUEUED", "SUSPENDED"):
                     live.append(state)
-                if state["JobState"] == "PENDING" and state.get("Reason") == "BeginTime":
+                if state["JobState"] == "PENDING" and state.get("Reason") == "BeginTime" and (
+                        time.monotonic() - held.setdefault(state["JobId"], time.monotonic())
+                        >= RELEASE_AFTER):
                     subprocess.run(["scontrol", "update", f"JobId={state['JobId']}",
                                     "StartTime=now"], capture_output=True)
         if not live:
@@ -117,7 +126,9 @@ def _wait(*jobs: str, timeout: float = WAIT) -> None:
 
 def _completed(job: str) -> list[dict[str, str]]:
     states = _states(job)
-    assert states and all(s["JobState"] == "COMPLETED" for s in states), states
+    assert states and all(s["JobState"] == "COMPLETED" for s in states), [
+        (s.get("JobState"), s.get("Reason"), s.get("ExitCode"), s.get("Restarts"))
+        for s in states]
     return states
 
 
