@@ -272,14 +272,3 @@ def _gallery(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
             "scale), one row per relative scale α" + (f" ({'; '.join(notes)})" if notes else "")
             + ".")
     return figure_entry(rf, out_dir, fig, "filters", "filters", fmt, text, fields)
-
-
-def practice_figures(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
-                     ) -> list[dict[str, Any]]:
-    """The practice figures of one result file (none for other models): the rhm and cnn rows
-    of :data:`.families.FAMILY_FIGURES`."""
-    from .families import family_figures
-
-    if rf.model not in ("rhm", "cnn"):
-        return []
-    return family_figures(rf, out_dir, fmt, fields)
