@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from richlazy_cli.compute import NO_GPU
 from richlazy_cli.engine.footprint import declared_size
 from richlazy_cli.engine.job import Request, prepare_sweep
 from richlazy_cli.engine.run import make_plan
@@ -63,7 +64,7 @@ def test_every_job_file_dry_run_succeeds(job: Path, tmp_path: Path, cli) -> None
     result = cli("sweep", "-c", job, "-o", out, "--dry-run", "--json", "--jobs", "2")
     if job.stem in GPU_ONLY and not _has_cuda():
         assert_one_line_error(result)
-        assert "no CUDA GPU is available" in result.err
+        assert NO_GPU in result.err
         result = cli("sweep", "-c", job, "-o", out, "--dry-run", "--json", "--jobs", "2",
                      "-p", "device=auto")  # where to try it first: the same job on the CPU
     assert result.code == 0, result.err
