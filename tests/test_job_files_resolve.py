@@ -21,7 +21,8 @@ if gpu_workers("cuda") is None:
     REFUSED["fig1b-gpu"] = NO_GPU  # a GPU job on a machine without one
 
 
-@pytest.mark.parametrize("path", JOBS, ids=[str(p.relative_to(ROOT / "jobs").with_suffix("")) for p in JOBS])
+@pytest.mark.parametrize(
+    "path", JOBS, ids=[str(p.relative_to(ROOT / "jobs").with_suffix("")) for p in JOBS])
 def test_the_job_file_validates(path: Path) -> None:
     if path.stem in REFUSED:
         with pytest.raises(BadInput) as refusal:
