@@ -28,3 +28,76 @@ def namespace(*arrays: Any) -> Any:
         if is_torch(x):
             return sys.modules["torch"]
     return np
+
+
+class ArrayNamespace:
+    """An array namespace: the module's own functions (``xp.sqrt``, ``xp.full_like``, …, by
+    attribute) plus the few reductions NumPy and torch spell differently, each on the last
+    axis, in the kernels each library used before code was shared between them, so that
+    sharing changed no bits (docs/engine.md, "One array namespace")."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.module, name)
+
+    def sum_last(self, x: Any) -> Any:
+        """``Σ_i x_i`` over the last axis."""
+        raise NotImplementedError
+
+    def squared_norm(self, x: Any) -> Any:
+        """``Σ_i x_i²`` over the last axis (rows' squared norms)."""
+        raise NotImplementedError
+
+    def vecdot(self, x: Any, y: Any) -> Any:
+        """``Σ_i x_i y_i`` over the last axis."""
+        raise NotImplementedError
+
+    def clamp_min(self, x: Any, low: float) -> Any:
+        """``max(x, low)`` elementwise (NaN stays NaN)."""
+        raise NotImplementedError
+
+
+class _NumpyNamespace(ArrayNamespace):
+    """NumPy: squared norms by ``einsum``, dot products by BLAS (``matmul``)."""
+
+    def sum_last(self, x: Any) -> Any:
+        return np.sum(x, axis=-1)
+
+    def squared_norm(self, x: Any) -> Any:
+        return np.einsum("...i,...i->...", x, x)
+
+    def vecdot(self, x: Any, y: Any) -> Any:
+        return np.matmul(x[..., None, :], y[..., :, None])[..., 0, 0]
+
+    def clamp_min(self, x: Any, low: float) -> Any:
+        return np.maximum(x, low)
+
+
+class _TorchNamespace(ArrayNamespace):
+    """torch: reductions as products summed over the last dimension."""
+
+    def sum_last(self, x: Any) -> Any:
+        return x.sum(dim=-1)
+
+    def squared_norm(self, x: Any) -> Any:
+        return (x * x).sum(dim=-1)
+
+    def vecdot(self, x: Any, y: Any) -> Any:
+        return (x * y).sum(dim=-1)
+
+    def clamp_min(self, x: Any, low: float) -> Any:
+        return self.module.clamp(x, min=low)
+
+
+NUMPY = _NumpyNamespace(np)
+"""The NumPy namespace (also for Python floats)."""
+
+
+def array_namespace(*arrays: Any) -> ArrayNamespace:
+    """The :class:`ArrayNamespace` of ``arrays``: torch's when any is a torch tensor, else
+    NumPy's (scikit-learn's ``get_namespace`` and array-api-compat's ``array_namespace``
+    choose alike)."""
+    xp = namespace(*arrays)
+    return NUMPY if xp is np else _TorchNamespace(xp)

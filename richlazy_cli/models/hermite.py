@@ -89,6 +89,7 @@ from ..compute import Implementation
 from ..errors import BadInput, Status
 from ..records import record_grid
 from ._hermite_poly import hermite_eval
+from ._hermite_population import R_FLOOR, population_loss_grad
 from ._hermite_sgd import run_online_sgd
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
@@ -96,7 +97,7 @@ from .params import Param
 RECOVERY = 0.9
 """Recovery threshold on the squared overlap ``⟨v̄_k, e_p⟩²``."""
 
-_R_FLOOR = 1e-150  # guard r_k -> 0
+_R_FLOOR = R_FLOOR  # guard r_k -> 0
 
 
 # -- Hermite algebra --------------------------------------------------------------------------
@@ -133,17 +134,6 @@ def info_exponent(c: np.ndarray) -> int:
     return int(nz[0]) + 1
 
 
-def _poly_g(s: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``g(s) = Σ_j q_j s^j`` and ``g'(s)`` by Horner (``q_j = c_j²``)."""
-    K = len(q) - 1
-    g = np.full_like(s, q[K])
-    dg = np.zeros_like(s)
-    for j in range(K - 1, -1, -1):
-        dg = dg * s + g
-        g = g * s + q[j]
-    return g, dg
-
-
 def _poly_g2(s: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``g(s)``, ``g'(s)`` and ``g''(s)`` by Horner (``q_j = c_j²``)."""
     K = len(q) - 1
@@ -172,31 +162,8 @@ def initial_directions(seed: int, m: int, d: int) -> np.ndarray:
 
 
 # -- population loss and gradient -------------------------------------------------------------
-def population_loss_grad(
-    V: np.ndarray, a: np.ndarray, c: np.ndarray, need_grad: bool = True
-) -> tuple[float, np.ndarray | None]:
-    """Closed-form ``L(V) = ½E(f - f*)²`` and ``∇_V L`` for one configuration (module docstring).
-
-    ``V`` has shape (m, d); ``a`` (P,) with P ≤ d; ``c`` the Hermite coefficients of σ.
-    """
-    q = np.asarray(c, dtype=float) ** 2
-    P = a.shape[0]
-    r2 = np.einsum("kd,kd->k", V, V)
-    r = np.maximum(np.sqrt(r2), _R_FLOOR)
-    U = V / r[:, None]
-    G = U @ U.T
-    M = U[:, :P]
-    gG, dgG = _poly_g(G, q)
-    gM, dgM = _poly_g(M, q)
-    const = q[0] * float(np.sum(a)) ** 2 + float(np.sum(q[1:])) * float(a @ a)
-    loss = 0.5 * (float(r2 @ gG @ r2) - 2.0 * float(r2 @ (gM @ a)) + const)
-    if not need_grad:
-        return loss, None
-    A = (2.0 * gG - G * dgG) @ r2 - (2.0 * gM - M * dgM) @ a
-    grad = A[:, None] * U + (dgG * r2[None, :]) @ U
-    grad[:, :P] -= dgM * a[None, :]
-    grad *= r[:, None]
-    return loss, grad
+# population_loss_grad (module docstring), written once for NumPy and torch in
+# ._hermite_population.
 
 
 JACOBIAN_LIMIT = 4096
