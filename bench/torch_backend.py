@@ -192,10 +192,9 @@ def hermite_on_gpu(torch: Any, quick: bool, device: str = "cuda") -> None:
         atol = np.array([1e-3 * 1e-7 * float(pj["sigma0"]) / math.sqrt(dj)])
         y0 = torch.as_tensor(V0.reshape(1, -1), dtype=torch.float64, device=device)
         a_t = torch.as_tensor(aj[None], dtype=torch.float64, device=device)
-        q = c**2
 
-        def fun(y: Any, idx: np.ndarray, m: int = m, a_t: Any = a_t, q: Any = q) -> Any:
-            grad = HT.population_loss_grad(torch, y.view(-1, m, dj), a_t, q, H._R_FLOOR)[1]
+        def fun(y: Any, idx: np.ndarray, m: int = m, a_t: Any = a_t) -> Any:
+            grad = H.population_loss_grad(y.view(-1, m, dj), a_t, c)[1]
             return -grad.reshape(y.shape)
 
         solver = HT.BatchedRK45(torch, fun, y0, float(pj["t_max"]), 1e-7, atol)

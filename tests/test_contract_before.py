@@ -8,7 +8,10 @@ definition replaced several hand-written ones (the kernel distance, docs/engine.
 values agree within :data:`TOLERANCE` with NaN where there was NaN; and the two-layer torch
 examples (:data:`KERNEL_CHANGED`), whose one-configuration products now take the kernel of an
 item's own product so that a configuration alone has the bits it has in a batch
-(docs/engine.md): within :data:`TOLERANCE` too.
+(docs/engine.md): within :data:`TOLERANCE` too; and the hermite torch flow
+(:data:`STEP_CONTROL_ON_DEVICE`), whose step-size factor ``err^(-1/5)`` is now computed on the
+device with the C library's power (SciPy's scalar rule), where the host took NumPy's vectorised
+power, which differs in the last bit on some CPUs: within :data:`TOLERANCE` too.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ SHARED_DEFINITION: frozenset[str] = frozenset({"kernel_distance"})
 """Variables now computed by one shared function (equal within :data:`TOLERANCE`)."""
 KERNEL_CHANGED = "+backend=torch/"
 """Examples whose matrix products changed kernel (equal within :data:`TOLERANCE`)."""
+STEP_CONTROL_ON_DEVICE = ("hermite/solve/", "+backend=torch/")
+"""The hermite torch flow's examples (prefix, variant): equal within :data:`TOLERANCE`."""
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +49,9 @@ def test_outputs_equal_the_recorded_ones(now: dict[str, np.ndarray]) -> None:
     for key in before.files:
         old, new = before[key], now[key]
         if key.rsplit("/", 1)[1] in SHARED_DEFINITION or (
-                key.startswith("two-layer/") and KERNEL_CHANGED in key):
+                key.startswith("two-layer/") and KERNEL_CHANGED in key) or (
+                key.startswith(STEP_CONTROL_ON_DEVICE[0])
+                and STEP_CONTROL_ON_DEVICE[1] in key):
             same = old.shape == new.shape and bool(
                 np.allclose(new, old, rtol=0.0, atol=TOLERANCE, equal_nan=True))
         else:

@@ -19,7 +19,6 @@ from richlazy_cli.models.base import Batch
 from .conftest import assert_one_line_error
 
 torch = pytest.importorskip("torch")
-from richlazy_cli.models import _hermite_torch as HT  # noqa: E402
 
 FIG2_SMALL = dict(d=128, P=32, k=4, beta=0.8, sigma0=0.01, t_max=1000.0, decades=4.0,
                   checkpoints=200, seed=0, early_stop=True)
@@ -42,8 +41,7 @@ def test_population_loss_and_gradient_agree_to_1e12(m: int, d: int, P: int, k: i
     c = H.hermite_coeffs(k, None)
     a = np.stack([H.teacher_weights(P, beta) for beta in (0.6, 0.8, 1.5)])
     V = gen.standard_normal((3, m, d)) * np.array([0.01, 0.3, 2.0])[:, None, None]
-    loss, grad = HT.population_loss_grad(torch, torch.as_tensor(V), torch.as_tensor(a), c**2,
-                                         H._R_FLOOR)
+    loss, grad = H.population_loss_grad(torch.as_tensor(V), torch.as_tensor(a), c)
     for b in range(3):
         ref_loss, ref_grad = H.population_loss_grad(V[b], a[b], c)
         assert abs(float(loss[b]) - ref_loss) <= 1e-12 * abs(ref_loss)

@@ -31,10 +31,11 @@ def test_each_configuration_takes_scipys_steps(method: str) -> None:
     while solver.running.any():
         solver.step()
     assert not solver.failed.any()
+    nfev = solver.nfev.numpy()
     for b, k in enumerate(RATES):
         ref = solve_ivp(lambda t, y, k=k: -k * y * (1.0 + y * y), (0.0, 3.0), y0[b],
                         method=method, rtol=rtol, atol=atol[b])
-        assert solver.nfev[b] == ref.nfev, (method, b)
+        assert nfev[b] == ref.nfev, (method, b)
         np.testing.assert_allclose(solver.y[b].numpy(), ref.y[:, -1], rtol=1e-12, atol=1e-15)
 
 
@@ -43,6 +44,44 @@ def test_the_dense_output_interpolates_the_last_step() -> None:
     solver = BatchedRungeKutta(torch, fun, y0, 0.5, 1e-8, np.full(3, 1e-12))
     solver.step()
     b = 0
-    ends = solver.dense(b, np.array([solver.t_old[b], solver.t[b]]))
-    np.testing.assert_allclose(ends[0].numpy(), solver.y_old[b].numpy(), rtol=1e-14)
+    ends = solver.dense(b, np.array([solver.t_old[b].item(), solver.t[b].item()]))
+    np.testing.assert_allclose(ends[0].numpy(), solver.y_start[solver.slot, b].numpy(),
+                               rtol=1e-14)
     np.testing.assert_allclose(ends[1].numpy(), solver.y[b].numpy(), rtol=1e-12)
+
+
+def test_a_window_keeps_each_accepted_steps_dense_output() -> None:
+    """With ``window = W`` the dense output of each of the last W attempts stays available:
+    evaluated afterwards it equals the one evaluated right after the step."""
+    y0 = torch.as_tensor(np.array([[1.0, -0.5]] * 3))
+    solver = BatchedRungeKutta(torch, fun, y0, 3.0, 1e-6, np.full(3, 1e-9), window=4)
+    right_after = []
+    for _ in range(4):
+        acc = solver.step().numpy()
+        t0, t1 = solver.t_start[solver.slot].numpy(), solver.t_end[solver.slot].numpy()
+        right_after.append([solver.dense(b, np.array([0.5 * (t0[b] + t1[b])])) if acc[b]
+                            else None for b in range(3)])
+    for w, row in enumerate(right_after):
+        for b, state in enumerate(row):
+            if state is not None:
+                later = solver.dense(b, np.array([0.5 * (solver.t_start[w, b].item()
+                                                         + solver.t_end[w, b].item())]), w)
+                assert torch.equal(later, state)
+
+
+def test_a_step_reads_nothing_back_to_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    y0 = torch.as_tensor(np.array([[1.0, -0.5]] * 3))
+    solver = BatchedRungeKutta(torch, fun, y0, 3.0, 1e-6, np.full(3, 1e-9))
+    calls = []
+    for name in ("cpu", "item", "tolist", "numpy", "__bool__", "__float__", "__int__"):
+        method = getattr(torch.Tensor, name)
+
+        def counted(self: Any, *args: Any, _m: Any = method, _n: str = name,
+                    **kwargs: Any) -> Any:
+            calls.append(_n)
+            return _m(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    for _ in range(20):
+        solver.step()
+    assert calls == []

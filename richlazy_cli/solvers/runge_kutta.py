@@ -71,19 +71,31 @@ def torch_norm(x: Any) -> Any:
 
 class BatchedRungeKutta:
     """An embedded explicit Runge–Kutta pair with per-configuration adaptive steps on
-    flattened states (B, N), on any torch device.
+    flattened states (B, N), on any torch device, its step-size control decided there.
 
-    ``fun(y, idx)`` returns ``ẏ`` (B', N) for the configurations ``idx`` (an autonomous
-    flow); ``tableau`` is the pair (:data:`DOPRI5` by default). SciPy's step control, carried
-    over to a batch: the same initial-step rule, RMS error norm, step-size factors (safety
-    0.9, within [0.2, 10], no growth right after a rejection) and minimum step, so each
-    configuration takes the steps SciPy's solver of the same tableau takes for it alone.
+    ``fun(y, idx)`` returns ``ẏ`` (B, N) for the configurations ``idx`` (an autonomous flow;
+    the solver always passes the whole batch, ``idx = arange(B)``); ``tableau`` is the pair
+    (:data:`DOPRI5` by default). SciPy's step control, carried over to a batch: the same
+    initial-step rule, RMS error norm, step-size factors (safety 0.9, within [0.2, 10], no
+    growth right after a rejection) and minimum step, so each configuration takes the steps
+    SciPy's solver of the same tableau takes for it alone.
+
+    :meth:`step` reads nothing back to the host: every configuration's accept/reject and next
+    step size are ``torch.where`` selections over the batch (docs/engine.md, "Solvers"), and
+    finished configurations are carried along unchanged. The state of the last ``window``
+    attempts stays on the device (slots ``0 … window − 1``, :attr:`slot` the latest), so a
+    caller that synchronises once every ``window`` steps can still evaluate the dense output
+    of each step it accepted (:meth:`dense`, :meth:`y_after`). Device tensors: ``t``,
+    ``t_old``, ``h_abs`` (B,) float64; ``running``, ``failed``, ``rejected`` (B,) bool;
+    ``nfev`` (B,) int64; per slot ``accepted`` (W, B), ``t_start``, ``t_end`` (W, B) and
+    ``y_start`` (W, B, N), the time and state before the attempt and the time after it.
     """
 
     tableau: Tableau = None  # type: ignore[assignment]  # set by __init__ or a subclass
 
     def __init__(self, torch: Any, fun: Callable[[Any, Any], Any], y0: Any, t_bound: float,
-                 rtol: float, atol: np.ndarray, tableau: Tableau | None = None) -> None:
+                 rtol: float, atol: np.ndarray, tableau: Tableau | None = None,
+                 window: int = 1) -> None:
         tab = tableau or self.tableau or DOPRI5
         self.tableau = tab
         self.error_exponent = -1.0 / (tab.error_estimator_order + 1)
@@ -97,26 +109,33 @@ class BatchedRungeKutta:
         self.C = tab.C
         B, N = y0.shape
         self.B = B
+        self.window = int(window)
+        W = self.window
         self.t_bound = float(t_bound)
         self.rtol = float(rtol)
         self.atol_host = np.asarray(atol, dtype=np.float64)
         self.atol = torch.as_tensor(self.atol_host, dtype=dt, device=dev)[:, None]
-        self.t = np.zeros(B)
-        self.t_old = np.zeros(B)
+        f64 = {"dtype": torch.float64, "device": dev}
+        self.t = torch.zeros(B, **f64)
+        self.t_old = torch.zeros(B, **f64)
         self.y = y0.clone()
-        self.y_old = y0.clone()
-        self.K = torch.empty((self.tableau.n_stages + 1, B, N), dtype=dt, device=dev)
-        self.running = np.ones(B, dtype=bool)
-        self.failed = np.zeros(B, dtype=bool)
-        self.rejected = np.zeros(B, dtype=bool)  # the current step has been rejected before
-        self.nfev = np.zeros(B, dtype=np.int64)
-        all_ = np.arange(B)
-        self.f = fun(self.y, all_)
+        self.K = torch.empty((W, tab.n_stages + 1, B, N), dtype=dt, device=dev)
+        self.y_start = torch.empty((W, B, N), dtype=dt, device=dev)
+        self.t_start = torch.zeros((W, B), **f64)
+        self.t_end = torch.zeros((W, B), **f64)
+        self.accepted = torch.zeros((W, B), dtype=torch.bool, device=dev)
+        self.slot = -1
+        self.running = torch.ones(B, dtype=torch.bool, device=dev)
+        self.failed = torch.zeros(B, dtype=torch.bool, device=dev)
+        self.rejected = torch.zeros(B, dtype=torch.bool, device=dev)  # last attempt rejected
+        self.nfev = torch.zeros(B, dtype=torch.int64, device=dev)
+        self.all = np.arange(B)
+        self.f = fun(self.y, self.all)
         self.nfev += 1
-        self.h_abs = self._initial_step()
+        self.h_abs = torch.as_tensor(self._initial_step(), **f64)
 
     def _initial_step(self) -> np.ndarray:
-        """SciPy's ``select_initial_step`` for each configuration."""
+        """SciPy's ``select_initial_step`` for each configuration (on the host, once)."""
         torch = self.torch
         y0, f0 = self.y, self.f
         scale = self.atol + torch.abs(y0) * self.rtol
@@ -126,7 +145,7 @@ class BatchedRungeKutta:
         h0 = np.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / np.maximum(d1, 1e-300))
         h0 = np.minimum(h0, interval)
         h0_t = torch.as_tensor(h0, dtype=y0.dtype, device=y0.device)[:, None]
-        f1 = self.fun(y0 + h0_t * f0, np.arange(self.B))
+        f1 = self.fun(y0 + h0_t * f0, self.all)
         self.nfev += 1
         d2 = _rms((f1 - f0) / scale).cpu().numpy() / h0
         small = (d1 <= 1e-15) & (d2 <= 1e-15)
@@ -136,73 +155,81 @@ class BatchedRungeKutta:
                           (0.01 / np.maximum(d1, d2)) ** power)
         return np.minimum.reduce([100 * h0, h1, np.full(self.B, interval)])
 
-    def step(self) -> np.ndarray:
-        """One attempt for every running configuration; returns the indices that accepted
-        a step (their ``t``, ``y``, ``f`` advanced; dense output available)."""
+    def step(self) -> Any:
+        """One attempt for every running configuration, decided on the device; returns the
+        (B,) bool tensor of those that accepted a step (their ``t``, ``y``, ``f`` advanced;
+        its dense output in slot :attr:`slot`). Never synchronises with the host."""
         torch = self.torch
-        idx = np.flatnonzero(self.running)
-        t = self.t[idx]
-        min_step = 10.0 * np.abs(np.nextafter(t, np.inf) - t)
-        h_abs = self.h_abs[idx].copy()
-        fresh = ~self.rejected[idx]
-        h_abs = np.where(fresh & (h_abs < min_step), min_step, h_abs)
-        too_small = h_abs < min_step
-        if too_small.any():
-            self.failed[idx[too_small]] = True
-            self.running[idx[too_small]] = False
-            keep = ~too_small
-            idx, t, h_abs = idx[keep], t[keep], h_abs[keep]
-            if idx.size == 0:
-                return idx
-        t_new = np.minimum(t + h_abs, self.t_bound)
+        self.slot = w = (self.slot + 1) % self.window
+        active = self.running.clone()
+        t = self.t
+        min_step = 10.0 * torch.abs(torch.nextafter(t, torch.full_like(t, np.inf)) - t)
+        h_abs = torch.where(~self.rejected & (self.h_abs < min_step), min_step, self.h_abs)
+        too_small = active & (h_abs < min_step)
+        self.failed |= too_small
+        self.running &= ~too_small
+        active &= ~too_small
+        t_new = torch.clamp(t + h_abs, max=self.t_bound)
         h = t_new - t
-        full = idx.size == self.B
-        sel = slice(None) if full else torch.as_tensor(idx, device=self.y.device)
-        y, f = self.y[sel], self.f[sel]
-        K = self.K[:, sel] if full else self.K[:, sel].clone()
-        h_t = torch.as_tensor(h, dtype=y.dtype, device=y.device)[:, None]
+        y, f = self.y, self.f
+        K = self.K[w]
+        h_t = h.to(y.dtype)[:, None]
         K[0] = f
         for s in range(1, self.tableau.n_stages):
             dy = torch.einsum("snd,s->nd", K[:s], self.A[s, :s]) * h_t
-            K[s] = self.fun(y + dy, idx)
+            K[s] = self.fun(y + dy, self.all)
         y_new = y + h_t * torch.einsum("snd,s->nd", K[:-1], self.Bw)
-        f_new = self.fun(y_new, idx)
+        f_new = self.fun(y_new, self.all)
         K[-1] = f_new
-        self.nfev[idx] += self.tableau.n_stages
-        scale = self.atol[sel] + torch.maximum(torch.abs(y), torch.abs(y_new)) * self.rtol
-        err = _rms(torch.einsum("snd,s->nd", K, self.E) * h_t / scale).cpu().numpy()
+        self.nfev += self.tableau.n_stages * active
+        scale = self.atol + torch.maximum(torch.abs(y), torch.abs(y_new)) * self.rtol
+        err = _rms(torch.einsum("snd,s->nd", K, self.E) * h_t / scale)
         ok = err < 1.0
-        with np.errstate(divide="ignore"):
-            grow = np.where(err == 0, MAX_FACTOR,
-                            np.minimum(MAX_FACTOR, SAFETY * err**self.error_exponent))
-            shrink = np.maximum(MIN_FACTOR, SAFETY * err**self.error_exponent)
-        grow = np.where(self.rejected[idx], np.minimum(1.0, grow), grow)
-        self.h_abs[idx] = h_abs * np.where(ok, grow, shrink)
-        self.rejected[idx] = ~ok
-        acc = idx[ok]
-        if acc.size:
-            rows = torch.as_tensor(np.flatnonzero(ok), device=self.y.device)
-            dest = torch.as_tensor(acc, device=self.y.device)
-            self.y_old[dest] = y[rows]
-            self.y[dest] = y_new[rows]
-            self.f[dest] = f_new[rows]
-            if not full:
-                self.K[:, dest] = K[:, rows]
-            self.t_old[acc] = t[ok]
-            self.t[acc] = t_new[ok]
-            self.running[acc] = self.t[acc] < self.t_bound
+        factor = SAFETY * self.power(err)
+        grow = torch.where(err == 0, MAX_FACTOR, torch.clamp(factor, max=MAX_FACTOR))
+        grow = torch.where(self.rejected, torch.clamp(grow, max=1.0), grow)
+        shrink = torch.clamp(factor, min=MIN_FACTOR)
+        self.h_abs = torch.where(active, h_abs * torch.where(ok, grow, shrink), self.h_abs)
+        self.rejected = torch.where(active, ~ok, self.rejected)
+        acc = active & ok
+        self.y_start[w] = y
+        self.t_start[w] = t
+        self.y = torch.where(acc[:, None], y_new, y)
+        self.f = torch.where(acc[:, None], f_new, f)
+        self.t_old = torch.where(acc, t, self.t_old)
+        self.t = torch.where(acc, t_new, t)
+        self.t_end[w] = self.t
+        self.running &= ~(acc & (self.t >= self.t_bound))
+        self.accepted[w] = acc
         return acc
 
-    def dense(self, b: int, times: np.ndarray) -> Any:
-        """States (len(times), N) of configuration ``b`` inside its last accepted step, from
-        the tableau's interpolant ``y_old + h Q p(x)``, ``Q = Kᵀ P`` (SciPy's)."""
+    def power(self, err: Any) -> Any:
+        """``err^(-1/(order of the error estimate + 1))``, elementwise on the device (torch's
+        power: on the CPU the C library's, SciPy's scalar rule)."""
+        return err**self.error_exponent
+
+    def dense(self, b: int, times: np.ndarray, slot: int | None = None,
+              span: tuple[float, float] | None = None) -> Any:
+        """States (len(times), N) of configuration ``b`` inside the step it accepted in
+        ``slot`` (the latest attempt by default), from the tableau's interpolant
+        ``y_old + h Q p(x)``, ``Q = Kᵀ P`` (SciPy's). ``span`` = (start, end) of that step
+        when the caller has them on the host (else they are read back)."""
         torch = self.torch
-        h = self.t[b] - self.t_old[b]
-        x = (np.asarray(times, dtype=np.float64) - self.t_old[b]) / h
+        w = self.slot if slot is None else slot
+        if span is None:
+            span = (float(self.t_start[w, b]), float(self.t_end[w, b]))
+        t_old, t = span
+        h = t - t_old
+        x = (np.asarray(times, dtype=np.float64) - t_old) / h
         p = np.cumprod(np.tile(x, (self.Pd.shape[1], 1)), axis=0)  # (order+1, T)
-        Q = torch.einsum("sn,sk->nk", self.K[:, b], self.Pd)
+        Q = torch.einsum("sn,sk->nk", self.K[w, :, b], self.Pd)
         pt = torch.as_tensor(p, dtype=Q.dtype, device=Q.device)
-        return (h * (Q @ pt)).T + self.y_old[b][None, :]
+        return (h * (Q @ pt)).T + self.y_start[w, b][None, :]
+
+    def y_after(self, slot: int, b: int) -> Any:
+        """The state (N,) of configuration ``b`` after the attempt in ``slot`` (of the
+        current window)."""
+        return self.y_start[slot + 1, b] if slot < self.slot else self.y[b]
 
 
 class BatchedRK45(BatchedRungeKutta):

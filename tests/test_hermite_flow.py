@@ -1,0 +1,114 @@
+"""The hermite torch flow with its step-size control on the device (docs/performance.md,
+"Hermite on a GPU"): the same steps, recovery times and evaluation counts as the host-side
+control it replaced, and one host synchronisation per window of attempts instead of several
+per attempt.
+
+``tests/data/hermite_flow.npz`` holds the outputs of :data:`tests.record_hermite_flow.CASES`
+as the host-side control computed them (one synchronisation per step, step factors by NumPy's
+vectorised power). The device computes ``err^(-1/5)`` with torch's power (on the CPU the C
+library's, SciPy's own scalar rule), which differs from NumPy's vectorised one in the last
+bit on some CPUs; with NumPy's power put back the flow is bit for bit the recorded one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from . import record_hermite_flow as R
+
+torch = pytest.importorskip("torch")
+from richlazy_cli.models import _hermite_torch as HT  # noqa: E402
+from richlazy_cli.solvers.runge_kutta import BatchedRK45  # noqa: E402
+
+EXACT = ("nfev", "winner", "status")
+"""Recorded variables that must be equal (the steps taken, the recovering neurons)."""
+
+
+class HostPowerRK45(BatchedRK45):
+    """The device-side control with the host's former step factor: NumPy's power."""
+
+    def power(self, err: Any) -> Any:
+        with np.errstate(divide="ignore"):
+            host = err.cpu().numpy() ** self.error_exponent
+        return torch.as_tensor(host, dtype=err.dtype, device=err.device)
+
+
+@pytest.fixture(scope="module")
+def before() -> Any:
+    return np.load(R.OUT)
+
+
+@pytest.mark.parametrize("sync_every", [1, 5])
+def test_with_the_hosts_power_every_output_is_the_recorded_one_bit_for_bit(
+        before: Any, sync_every: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(HT, "BatchedRK45", HostPowerRK45)
+    monkeypatch.setattr(HT, "SYNC_EVERY", sync_every)
+    now = R.outputs()
+    assert set(now) == set(before.files)
+    changed = [k for k in before.files if before[k].tobytes() != now[k].tobytes()]
+    assert not changed, changed
+
+
+def test_t_recover_and_evaluation_counts_are_unchanged(before: Any) -> None:
+    now = R.outputs()
+    for key in before.files:
+        old, new = before[key], now[key]
+        if key.rsplit("/", 1)[1] in EXACT:
+            assert np.array_equal(new, old), key
+        elif key.endswith("/t_recover"):  # measured: within 2e-15 relative
+            np.testing.assert_allclose(new, old, rtol=1e-12, atol=0.0, err_msg=key)
+        elif key.endswith("/t_stop"):  # measured: 1.05e-12 relative after ~1000 steps
+            np.testing.assert_allclose(new, old, rtol=1e-10, atol=0.0, err_msg=key)
+        else:  # records: measured within 2e-11
+            np.testing.assert_allclose(new, old, rtol=0.0, atol=1e-10, err_msg=key)
+
+
+SYNCING = ("cpu", "item", "tolist", "__bool__", "__float__", "__int__", "__index__")
+"""torch.Tensor methods that bring a value to the host (a synchronisation on a GPU)."""
+
+
+def count_syncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count every call of a :data:`SYNCING` method from now on."""
+    calls = [0]
+    for name in SYNCING:
+        method = getattr(torch.Tensor, name)
+
+        def counted(self: Any, *args: Any, _method: Any = method, **kwargs: Any) -> Any:
+            calls[0] += 1
+            return _method(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    return calls
+
+
+def flow(sync_every: int) -> dict[str, np.ndarray]:
+    """A long flow with few records: 2 output times, one teacher."""
+    from richlazy_cli.models import hermite as H
+
+    m, d, P = 3, 6, 1
+    U0 = H.initial_directions(0, m, d)
+    c = H.hermite_coeffs(4, None)
+    return HT.integrate_flow(
+        torch, 0.05 * U0[None], H.teacher_weights(P, 1.0)[None], c, np.array([0.0, 400.0]),
+        1e-9, np.array([1e-13]), H._R_FLOOR, H.RECOVERY, "cpu", False, sync_every=sync_every)
+
+
+def test_host_synchronisations_fall_by_the_cadence(monkeypatch: pytest.MonkeyPatch) -> None:
+    K = 16
+    calls = count_syncs(monkeypatch)
+    every = flow(1)
+    per_step = calls[0]
+    calls[0] = 0
+    windowed = flow(K)
+    per_window = calls[0]
+    assert np.array_equal(windowed["nfev"], every["nfev"])
+    assert np.array_equal(windowed["t_recover"], every["t_recover"])
+    attempts = (int(every["nfev"][0]) - 2) // 6  # 2 evaluations choose the first step
+    assert attempts > 200
+    assert per_step >= attempts  # at least one per attempt when synchronised every step
+    others = per_step - attempts  # set-up, records, recovery-time search: the same in both
+    assert per_window <= others + attempts / K + 2, (per_step, per_window, attempts)
+    print(f"host syncs: {per_step} (K = 1), {per_window} (K = {K}), {attempts} attempts")
