@@ -40,7 +40,9 @@ class ArrayNamespace:
         self.module = module
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.module, name)
+        value = getattr(self.module, name)
+        setattr(self, name, value)  # looked up once per namespace
+        return value
 
     def sum_last(self, x: Any) -> Any:
         """``Σ_i x_i`` over the last axis."""
@@ -93,6 +95,7 @@ class _TorchNamespace(ArrayNamespace):
 
 NUMPY = _NumpyNamespace(np)
 """The NumPy namespace (also for Python floats)."""
+_TORCH: list[ArrayNamespace] = []  # torch's, made on first use
 
 
 def array_namespace(*arrays: Any) -> ArrayNamespace:
@@ -100,4 +103,8 @@ def array_namespace(*arrays: Any) -> ArrayNamespace:
     NumPy's (scikit-learn's ``get_namespace`` and array-api-compat's ``array_namespace``
     choose alike)."""
     xp = namespace(*arrays)
-    return NUMPY if xp is np else _TorchNamespace(xp)
+    if xp is np:
+        return NUMPY
+    if not _TORCH:
+        _TORCH.append(_TorchNamespace(xp))
+    return _TORCH[0]

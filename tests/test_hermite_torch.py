@@ -102,3 +102,29 @@ def test_cuda_without_a_gpu_is_bad_input(tmp_path: Any, cli: Any) -> None:
     result = cli("solve", "hermite", "-p", "backend=torch", "-p", "device=cuda", "-o", out)
     assert_one_line_error(result)
     assert "cuda" in result.err and not out.exists()
+
+
+def test_the_array_namespace_follows_the_inputs() -> None:
+    from richlazy_cli.arrays import NUMPY, array_namespace
+
+    assert array_namespace(np.ones(2), 1.0) is NUMPY
+    xp = array_namespace(np.ones(2), torch.ones(2))
+    assert xp.module is torch and xp is array_namespace(torch.ones(1))
+    x = np.array([[3.0, -4.0], [0.5, 2.0]])
+    for ns, arr in ((NUMPY, x), (xp, torch.as_tensor(x))):
+        np.testing.assert_array_equal(np.asarray(ns.squared_norm(arr)), [25.0, 4.25])
+        np.testing.assert_array_equal(np.asarray(ns.vecdot(arr, arr)), [25.0, 4.25])
+        np.testing.assert_array_equal(np.asarray(ns.sum_last(arr)), [-1.0, 2.5])
+        np.testing.assert_array_equal(np.asarray(ns.clamp_min(arr, 0.0)), [[3, 0], [0.5, 2]])
+
+
+def test_one_numpy_configuration_gives_a_float_loss_and_the_batch_its_rows() -> None:
+    c = H.hermite_coeffs(4, None)
+    a = H.teacher_weights(3, 0.8)
+    V = np.random.default_rng(1).standard_normal((2, 5, 6))
+    batch = H.population_loss_grad(V, np.stack([a, a]), c)
+    for b in range(2):
+        loss, grad = H.population_loss_grad(V[b], a, c)
+        assert isinstance(loss, float)
+        np.testing.assert_allclose(batch[0][b], loss, rtol=1e-13)
+        np.testing.assert_allclose(batch[1][b], grad, rtol=1e-12, atol=1e-15)

@@ -20,9 +20,9 @@ R_FLOOR = 1e-150
 """Smallest neuron norm ``r_k`` used to normalise (guards ``r_k → 0``)."""
 
 
-def poly_g(s: Any, q: np.ndarray) -> tuple[Any, Any]:
+def poly_g(s: Any, q: np.ndarray, xp: Any = None) -> tuple[Any, Any]:
     """``g(s) = Σ_j q_j s^j`` and ``g'(s)`` by Horner (``q_j = c_j²``), elementwise."""
-    xp = array_namespace(s)
+    xp = array_namespace(s) if xp is None else xp
     K = len(q) - 1
     g = xp.full_like(s, float(q[K]))
     dg = xp.zeros_like(s)
@@ -47,17 +47,18 @@ def population_loss_grad(V: Any, a: Any, c: np.ndarray, need_grad: bool = True,
     r2 = xp.squared_norm(V)
     r = xp.clamp_min(xp.sqrt(r2), r_floor)
     U = V / r[..., :, None]
-    G = U @ U.mT
+    mm = xp.matmul
+    G = mm(U, U.mT)
     M = U[..., :P]
-    gG, dgG = poly_g(G, q)
-    gM, dgM = poly_g(M, q)
+    gG, dgG = poly_g(G, q, xp)
+    gM, dgM = poly_g(M, q, xp)
     const = float(q[0]) * xp.sum_last(a) ** 2 + float(np.sum(q[1:])) * xp.vecdot(a, a)
-    quad = (r2[..., None, :] @ gG @ r2[..., :, None])[..., 0, 0]
-    lin = xp.vecdot(r2, (gM @ a[..., :, None])[..., 0])
+    quad = mm(mm(r2[..., None, :], gG), r2[..., :, None])[..., 0, 0]
+    lin = xp.vecdot(r2, mm(gM, a[..., :, None])[..., 0])
     loss = 0.5 * (quad - 2.0 * lin + const)
     if not need_grad:
         return loss, None
-    A = ((2.0 * gG - G * dgG) @ r2[..., :, None] - (2.0 * gM - M * dgM) @ a[..., :, None])[..., 0]
-    grad = A[..., :, None] * U + (dgG * r2[..., None, :]) @ U
+    A = (mm(2.0 * gG - G * dgG, r2[..., :, None]) - mm(2.0 * gM - M * dgM, a[..., :, None]))[..., 0]
+    grad = A[..., :, None] * U + mm(dgG * r2[..., None, :], U)
     grad[..., :P] -= dgM * a[..., None, :]
     return loss, grad * r[..., :, None]

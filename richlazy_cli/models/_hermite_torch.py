@@ -191,7 +191,7 @@ def _integrate(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: 
             host = _window_to_host(torch, solver, bad, stop, now)
             running = bool(host["running"].any())
             for w in range(W):  # on the host: the window's records, step by step
-                for b in np.flatnonzero(host["accepted"][w]):
+                for b in map(int, np.flatnonzero(host["accepted"][w])):
                     if host["bad"][w, b]:
                         out["status"][b] = int(Status.DIVERGED)
                         continue
