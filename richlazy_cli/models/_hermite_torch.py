@@ -141,24 +141,38 @@ def _integrate(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: 
         grad = population_loss_grad(y.view(-1, m, d), a_t, c, r_floor=r_floor)[1]
         return -grad.reshape(y.shape)
 
+    pending: list[tuple[int, int, list[Any]]] = []
+
     def record(b: int, i0: int, states: Any) -> None:
-        """Outputs ``i0, i0+1, …`` of configuration ``b`` from its states (k, N)."""
+        """Outputs ``i0, i0+1, …`` of configuration ``b`` from its states (k, N): computed on
+        the device now, read back with the window's others at the next :func:`flush`."""
         k = states.shape[0]
         V = states.view(k, m, d)
         ab = a_t[b:b + 1].expand(k, P)
         loss = population_loss_grad(V, ab, c, need_grad=False, r_floor=r_floor)[0]
         ov, nm = overlap_stats(torch, V, P, r_floor)
-        out["loss"][b, i0:i0 + k] = loss.cpu().numpy()
-        out["overlap"][b, i0:i0 + k] = ov.cpu().numpy()
-        out["norm"][b, i0:i0 + k] = nm.cpu().numpy()
-        if save_params:
-            out["V"][b, i0:i0 + k] = V.cpu().numpy()
+        pending.append((b, i0, [loss, ov, nm, *([V] if save_params else [])]))
+
+    def flush() -> None:
+        """The pending records to the host, in one transfer."""
+        if not pending:
+            return
+        flat = torch.cat([x.reshape(-1) for _, _, xs in pending for x in xs]).cpu().numpy()
+        i = 0
+        for b, i0, xs in pending:
+            for key, x in zip(("loss", "overlap", "norm", "V"), xs, strict=False):
+                n = x.numel()
+                k = x.shape[0]
+                out[key][b, i0:i0 + k] = flat[i:i + n].reshape(tuple(x.shape))
+                i += n
+        pending.clear()
 
     with torch.no_grad():
         y0 = torch.as_tensor(V0.reshape(B, m * d), dtype=torch.float64, device=dev)
         solver = BatchedRK45(torch, fun, y0, float(times[-1]), rtol, atol, window=W)
         for b in range(B):
             record(b, 0, y0[b:b + 1])
+        flush()
         prev_t, prev_arg = best_neurons(torch, y0.view(B, m, d), P, r_floor)
         prev = prev_t.cpu().numpy()
         out["t_recover"][prev >= recovery] = 0.0
@@ -224,6 +238,7 @@ def _integrate(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: 
                         j = next_out[b]
                         record(b, j, solver.y_after(w, b)[None].expand(T - j, -1))
                         next_out[b] = T
+            flush()
             if progress is not None and n_steps % 200 < W:
                 progress(float(np.mean(host["t_end"][-1])) / float(times[-1]))
         failed = solver.failed.cpu().numpy()

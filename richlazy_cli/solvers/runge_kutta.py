@@ -118,6 +118,7 @@ class BatchedRungeKutta:
         f64 = {"dtype": torch.float64, "device": dev}
         self.t = torch.zeros(B, **f64)
         self.t_old = torch.zeros(B, **f64)
+        self._inf = torch.full((B,), np.inf, **f64)
         self.y = y0.clone()
         self.K = torch.empty((W, tab.n_stages + 1, B, N), dtype=dt, device=dev)
         self.y_start = torch.empty((W, B, N), dtype=dt, device=dev)
@@ -163,7 +164,7 @@ class BatchedRungeKutta:
         self.slot = w = (self.slot + 1) % self.window
         active = self.running.clone()
         t = self.t
-        min_step = 10.0 * torch.abs(torch.nextafter(t, torch.full_like(t, np.inf)) - t)
+        min_step = 10.0 * torch.abs(torch.nextafter(t, self._inf) - t)
         h_abs = torch.where(~self.rejected & (self.h_abs < min_step), min_step, self.h_abs)
         too_small = active & (h_abs < min_step)
         self.failed |= too_small
