@@ -120,7 +120,8 @@ def main() -> None:
                 ratio = (after["attempts"] / after["wall"]) / (before["attempts"] / before["wall"])
                 fell = (before["syncs"] / before["steps"]) / (after["syncs"] / after["steps"])
                 print(f"  speed ratio device/host {ratio:.2f}; syncs per step fell {fell:.1f}x "
-                      f"(those left: records and the brentq search of recovery times); t_recover max relative change {diff:.1e}")
+                      f"(those left: records, brentq of recovery times); t_recover max "
+                      f"relative change {diff:.1e}")
         finally:
             subprocess.run([*git, "worktree", "remove", "--force", str(wt)], check=False)
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
