@@ -112,3 +112,31 @@ def test_host_synchronisations_fall_by_the_cadence(monkeypatch: pytest.MonkeyPat
     others = per_step - attempts  # set-up, records, recovery-time search: the same in both
     assert per_window <= others + attempts / K + 2, (per_step, per_window, attempts)
     print(f"host syncs: {per_step} (K = 1), {per_window} (K = {K}), {attempts} attempts")
+
+
+def test_one_batch_on_the_device_path_takes_each_configurations_own_steps() -> None:
+    """The GPU path (the whole batch as one computation) run on the CPU: configurations that
+    stop early (early stop) or late are carried along masked, and each takes the steps and
+    evaluations it takes alone."""
+    from richlazy_cli.compute import session
+    from richlazy_cli.models import hermite as H
+
+    m, d, P = 4, 16, 4
+    U0 = H.initial_directions(2, m, d)
+    c = H.hermite_coeffs(4, None)
+    sigma0 = np.array([0.02, 0.05, 0.2])
+    a = np.stack([H.teacher_weights(P, beta) for beta in (0.5, 1.0, 1.5)])
+    rec = np.isfinite(np.stack([H.greedy_recovery_times(U0[:, :P], a[b], c) for b in range(3)]))
+    times = H.log_times(2000.0, 30, 4.0)
+    atol = 1e-3 * 1e-7 * sigma0 / np.sqrt(d)
+    args = (torch, sigma0[:, None, None] * U0[None], a, c, times, 1e-7, atol, H._R_FLOOR,
+            H.RECOVERY)
+    alone = HT.integrate_flow(*args, "cpu", False, early_stop=True, recoverable=rec,
+                              settle_tol=H.SETTLE_TOL)
+    with session():
+        batch = HT._integrate(*args, "cpu", False, None, True, rec, H.SETTLE_TOL, 5)
+    assert len(set(alone["nfev"].tolist())) == 3  # they end at different steps
+    for key in ("nfev", "winner", "status"):
+        assert np.array_equal(batch[key], alone[key]), key
+    for key in ("t_recover", "t_stop", "loss", "overlap"):
+        np.testing.assert_allclose(batch[key], alone[key], rtol=1e-9, atol=1e-12, err_msg=key)
