@@ -174,16 +174,19 @@ def train(v: Mapping[str, Any], inits: Sequence[Mapping[str, np.ndarray]],
           taus: np.ndarray, batch_rngs: Sequence[np.random.Generator],
           train_sets: Sequence[tuple[np.ndarray, np.ndarray]],
           val_sets: Sequence[tuple[np.ndarray, np.ndarray]], bsz: int, ev: np.ndarray,
-          device: str, progress: Any = None, rows: int = EVAL_ROWS
+          device: str, progress: Any = None, rows: int | None = None
           ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Train the G configurations together; their curves (G, n_eval) (NaN where not
-    evaluated) and whether each ended without diverging (G,) bool."""
+    evaluated) and whether each ended without diverging (G,) bool. Evaluations take
+    ``rows`` pairs of every configuration at once (default ``EVAL_ROWS // G``, so that an
+    evaluation needs the memory of one configuration's)."""
     import torch
 
     from .. import compute
 
     dtype = compute.torch_dtype(str(v["dtype"]))
     G = len(inits)
+    rows = rows or max(1, EVAL_ROWS // G)
     H, L = int(v["n_heads"]), int(v["n_layers"])
     P = stack_initial(inits, dtype, device)
     tau = torch.tensor(taus, dtype=dtype, device=device)
