@@ -29,6 +29,7 @@ The load average is printed first: on a shared machine every figure moves with i
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import sys
@@ -137,7 +138,8 @@ def measured_peaks(torch: Any, device: str, quick: bool) -> dict[str, float]:
     out: dict[str, float] = {}
     for name, dt in (("float64", torch.float64), ("float32", torch.float32)):
         A = torch.randn(n, n, dtype=dt, device=device)
-        out[name] = 2.0 * n**3 / best(lambda A=A: A @ A, sync, 5 if device == "cpu" else 20)
+        gemm = functools.partial(torch.matmul, A, A)
+        out[name] = 2.0 * n**3 / best(gemm, sync, 5 if device == "cpu" else 20)
     x = torch.empty(1 << 25, dtype=torch.float64, device=device)  # 256 MiB
     y = torch.empty_like(x)
     out["bandwidth"] = 2.0 * x.numel() * 8 / best(lambda: y.copy_(x), sync, 5)
