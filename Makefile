@@ -168,8 +168,8 @@ GPU_JOB_fig1b := jobs/fig1b-gpu.toml
 GPU_ARGS_ren-fig2 := -p implementation=torch -p device=cuda
 GPU_ARGS_grokking-alpha := -p device=cuda --chunk-size 25
 GPU_ARGS_rhm-alpha := -p device=cuda --chunk-size 84
-GPU_ARGS_cnn-digits-alpha := -p device=cuda
-GPU_ARGS_filters-digits24 := -p device=cuda
+GPU_ARGS_cnn-digits-alpha := -p device=cuda --chunk-size 8
+GPU_ARGS_filters-digits24 := -p device=cuda --chunk-size 5
 gpu_sweep = $(RICHLAZY) sweep -c $(or $(GPU_JOB_$(1)),jobs/$(1).toml) -o $(GPU_RESULTS)/$(1).h5 \
 	$(GPU_ARGS_$(1)) --jobs 1
 
