@@ -217,6 +217,7 @@ def train(v: Mapping[str, Any], inits: Sequence[Mapping[str, np.ndarray]],
             live[live & (out["train_acc"][:, j] >= thr) & (out["val_acc"][:, j] >= thr)] = False
 
     record(0)
+    live_t = torch.as_tensor(live, device=device)
     n = int(y.shape[1])
     j, step, steps = 1, 0, int(ev[-1])
     while step < steps and live.any():
@@ -227,11 +228,11 @@ def train(v: Mapping[str, Any], inits: Sequence[Mapping[str, np.ndarray]],
             for p in P.values():
                 p.grad = None
             cross_entropy(forward(P, X[gi, idx], tau, H, L), y[gi, idx]).sum().backward()
-            live_t = torch.as_tensor(live, device=device)
             opt.step((lr0 * warmup_factor(step)).to(dtype), live_t)
             step += 1
             if step == ev[j]:
                 record(j)
+                live_t = torch.as_tensor(live, device=device)  # copied only when it changes
                 j += 1
                 if progress is not None:
                     progress(step / steps)
