@@ -211,8 +211,11 @@ def test_cnn_a_diverging_configuration_leaves_its_neighbours_alone(monkeypatch: 
 
 
 # -- make paper-gpu -----------------------------------------------------------------------------
-@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.skipif(shutil.which("make") is None or not (ROOT / ".venv/bin/richlazy").exists(),
+                    reason="needs make and the .venv that make install creates")
 def test_paper_gpu_refuses_in_one_line_without_a_gpu(tmp_path: Path) -> None:
+    """The dry run comes first and refuses ``device = cuda`` without a GPU: richlazy's one
+    line (make adds its own "Error 2" line), exit 2, nothing written."""
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: the target would run")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
