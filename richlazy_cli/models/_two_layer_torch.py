@@ -92,8 +92,9 @@ def batched_matmul_out(torch: Any, A: Any, Bm: Any, out: Any) -> Any:
 class FusedStep:
     """One gradient-descent step of the whole batch in preallocated device buffers.
 
-    The step of the module docstring, with every elementwise pass written into a buffer
-    allocated once (no allocation per step, no copy of the parameters):
+    The step of the module docstring, with every pass over the (B, h, n) activations written
+    into a buffer allocated once (per step only (B, h, d)-sized and smaller temporaries are
+    allocated, and the parameters are updated in place, never copied):
 
     * forward: ``Z = W Xᵀ`` (one batched product into ``Z``), the slope ``D = σ'(Z)`` (1 or
       the configuration's leak), ``A = Z ∘ D``, ``f = aᵀ A`` (one batched product) and the
