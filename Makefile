@@ -33,6 +33,7 @@ help:
 	@echo "make fig6d-reduced  grokking of modular arithmetic: steps to grokking vs alpha"
 	@echo "make paper     every paper figure from small runs -> reports/paper/index.html"
 	@echo "make paper-full  the same from the paper-scale results -> reports/paper-full/"
+	@echo "make paper-gpu  the six headline jobs at paper scale on one GPU -> results/gpu/ (resumable)"
 
 install: $(STAMP)
 
@@ -153,3 +154,29 @@ paper: $(PAPER_RESULTS)
 paper-full: $(PAPER_FULL_RESULTS)
 	$(RICHLAZY) figure --gallery $(RESULTS) --full -o $(REPORTS)/paper-full -q
 	@echo "gallery: $(REPORTS)/paper-full/index.html"
+
+# -- the paper-scale experiments on one GPU ---------------------------------------------------
+# `make paper-gpu` (or `make paper-gpu-JOB`, JOB one of PAPER_GPU) runs each headline job at the
+# paper's scale on one CUDA device: first its dry run (plan and estimated time; without a GPU it
+# refuses in one line, exit 2), then the sweep, resumable: after an interruption the same
+# command continues where it stopped (--continue). Results go to results/gpu/JOB.h5, apart
+# from the CPU pipeline's results; `richlazy report results/gpu/JOB.h5 -o DIR` draws them.
+.PHONY: paper-gpu
+GPU_RESULTS := $(RESULTS)/gpu
+PAPER_GPU := fig1b ren-fig2 grokking-alpha rhm-alpha cnn-digits-alpha filters-digits24
+GPU_JOB_fig1b := jobs/fig1b-gpu.toml
+GPU_ARGS_ren-fig2 := -p implementation=torch -p device=cuda
+GPU_ARGS_grokking-alpha := -p device=cuda --chunk-size 25
+GPU_ARGS_rhm-alpha := -p device=cuda --chunk-size 84
+GPU_ARGS_cnn-digits-alpha := -p device=cuda --chunk-size 8
+GPU_ARGS_filters-digits24 := -p device=cuda --chunk-size 5
+gpu_sweep = $(RICHLAZY) sweep -c $(or $(GPU_JOB_$(1)),jobs/$(1).toml) -o $(GPU_RESULTS)/$(1).h5 \
+	$(GPU_ARGS_$(1)) --jobs 1
+
+paper-gpu-%: | $(STAMP)
+	@$(call gpu_sweep,$*) --dry-run
+	@mkdir -p $(GPU_RESULTS)
+	$(call gpu_sweep,$*) $(SWEEP_KEEP)
+
+paper-gpu: $(addprefix paper-gpu-,$(PAPER_GPU))
+	@echo "results: $(addprefix $(GPU_RESULTS)/,$(addsuffix .h5,$(PAPER_GPU)))"

@@ -79,6 +79,79 @@ def batched_matmul(torch: Any, A: Any, Bm: Any) -> Any:
                         for i in range(A.shape[0])])
 
 
+def batched_matmul_out(torch: Any, A: Any, Bm: Any, out: Any) -> Any:
+    """:func:`batched_matmul` written into the preallocated ``out`` (no allocation)."""
+    if A.device.type != "cpu" or batching_is_exact(
+            torch, tuple(A.shape), tuple(Bm.shape), A.dtype, "cpu"):
+        return torch.matmul(A, Bm, out=out)
+    for i in range(A.shape[0]):
+        torch.matmul(A[i], Bm[i] if Bm.dim() == 3 else Bm, out=out[i])
+    return out
+
+
+class FusedStep:
+    """One gradient-descent step of the whole batch in preallocated device buffers.
+
+    The step of the module docstring, with every pass over the (B, h, n) activations written
+    into a buffer allocated once (per step only (B, h, d)-sized and smaller temporaries are
+    allocated, and the parameters are updated in place, never copied):
+
+    * forward: ``Z = W Xᵀ`` (one batched product into ``Z``), the slope ``D = σ'(Z)`` (1 or
+      the configuration's leak), ``A = Z ∘ D``, ``f = aᵀ A`` (one batched product) and the
+      residual ``r = f − y`` in place;
+    * backward and update: ``E = D ∘ r``, ``ξ = E X`` (one batched product into ``ξ``),
+      ``g_a = Σ_d W ∘ ξ`` from the old ``W``, then ``W ← W − (κ a) ∘ ξ`` and
+      ``a ← a − κ g_a`` in place (``addcmul_``), with ``κ`` set to 0 for a frozen
+      (diverged) configuration, so that its parameters keep their values of ``θ_t``
+      wherever its gradient is finite; a diverged configuration's values are never read.
+
+    Every operation is elementwise or a per-configuration product, so a configuration's bits
+    do not depend on its neighbours (the batched products follow :func:`batched_matmul`).
+    """
+
+    def __init__(self, torch: Any, W: Any, a: Any, X: Any, XT: Any, y: Any, leak: Any,
+                 coef: Any) -> None:
+        self.torch = torch
+        self.W, self.a, self.X, self.XT, self.y, self.leak, self.coef = \
+            W.clone(), a.clone(), X, XT, y, leak, coef
+        B, h, _ = W.shape
+        n = X.shape[0]
+        self.Z = W.new_empty((B, h, n))
+        self.Dp = torch.empty_like(self.Z)
+        self.A = torch.empty_like(self.Z)
+        self.E = torch.empty_like(self.Z)
+        self.pos = torch.empty((B, h, n), dtype=torch.bool, device=W.device)
+        self.f = W.new_empty((B, 1, n))
+        self.xi = torch.empty_like(self.W)
+        self.ga = torch.empty_like(self.a)
+        self.ca = torch.empty_like(self.a)
+        self.one = torch.ones((), dtype=W.dtype, device=W.device)
+
+    def forward(self) -> Any:
+        """The residual ``r`` (B, n) at the current parameters (a view of a buffer)."""
+        torch = self.torch
+        batched_matmul_out(torch, self.W, self.XT, self.Z)
+        torch.ge(self.Z, 0, out=self.pos)
+        torch.where(self.pos, self.one, self.leak, out=self.Dp)
+        torch.mul(self.Z, self.Dp, out=self.A)
+        batched_matmul_out(torch, self.a[:, None, :], self.A, self.f)
+        r = self.f[:, 0, :]
+        r.sub_(self.y)
+        return r
+
+    def backward_update(self, active: Any) -> None:
+        """One step from the residual of :meth:`forward`, frozen where ``active`` is False."""
+        torch = self.torch
+        r = self.f[:, 0, :]
+        torch.mul(self.Dp, r[:, None, :], out=self.E)
+        batched_matmul_out(torch, self.E, self.X, self.xi)
+        torch.sum(self.W * self.xi, dim=2, out=self.ga)
+        kappa = torch.where(active, self.coef, torch.zeros_like(self.coef))[:, None]
+        torch.mul(kappa, self.a, out=self.ca)
+        self.W.addcmul_(self.ca[:, :, None], self.xi, value=-1)
+        self.a.addcmul_(kappa, self.ga, value=-1)
+
+
 @dataclass
 class TorchRun:
     """Inputs of one batch on the torch backend (NumPy arrays, float64 unless said)."""
@@ -142,15 +215,12 @@ def _train(torch: Any, run: TorchRun, progress: Any, Status: Any) -> dict[str, n
     loss0 = None
     next_ck = 0
     report_every = max(1, run.steps // 200)
-    one = torch.ones((), dtype=dt, device=dev)
+    step = FusedStep(torch, W, a, X, XT, y, leak, coef)
     # Nothing below reads a device value back between checkpoints and progress reports, so
     # that the host queues steps ahead of a GPU.
     last = run.steps if (n_ck and ck[-1] == run.steps) else run.steps - 1
     for t in range(last + 1):
-        Z = matmul(W, XT)  # (B, h, n)
-        Dp = torch.where(Z >= 0, one, leak)
-        A = Z * Dp
-        r = matmul(a[:, None, :], A)[:, 0, :] - y
+        r = step.forward()
         r64 = r.to(f64)
         loss = (r64 * r64).sum(dim=1) / n
         if loss0 is None:
@@ -159,15 +229,11 @@ def _train(torch: Any, run: TorchRun, progress: Any, Status: Any) -> dict[str, n
         status = torch.where(bad, diverged, status)
         active = active & ~bad
         if next_ck < n_ck and ck[next_ck] == t:
-            metrics.record(next_ck, active, W, a, Z, A, Dp, r64)
+            metrics.record(next_ck, active, step.W, step.a, step.Z, step.A, step.Dp, r64)
             next_ck += 1
         if t == run.steps:
             break
-        xi = matmul(Dp * r[:, None, :], X)  # (B, h, d)
-        keep = active[:, None]
-        a_new = torch.where(keep, a - coef[:, None] * (W * xi).sum(dim=2), a)
-        W = torch.where(keep[:, :, None], W - (coef[:, None] * a)[:, :, None] * xi, W)
-        a = a_new
+        step.backward_update(active)
         if (t + 1) % report_every == 0:
             if not bool(active.any()):
                 break

@@ -26,10 +26,12 @@ distance and its ratio to ‖θ₀‖, losses and accuracies, and the mean rough
 first-layer filters (docs/cnn.md eq. (4)); with ``save_filters``, the first-layer filters at
 the end.
 
-Configurations train one at a time: stacking them is not bitwise safe for float32
+On the CPU configurations train one at a time: stacking them is not bitwise safe for float32
 convolutions (oneDNN's grouped convolution rounds differently with the group's size) and
 gains nothing in float64, whose convolutions already cost most of a step (docs/practice.md
-§1).
+§1). On a GPU the configurations of a chunk with one learning rate train stacked
+(:mod:`._cnn_stacked`), batch-dependent there and equal to one-at-a-time training up to
+rounding.
 """
 
 from __future__ import annotations
@@ -184,7 +186,9 @@ class CNN(Model):
         status = np.zeros(B, dtype=np.int8)
         ck = None
         with compute.session():
-            for i in range(B):
+            if stacked_by_default(device):
+                ck, spe = _train_stacked(batch, v, device, results, status, progress)
+            for i in range(B if ck is None else 0):
                 p = batch.point(i)
                 split = sources.load(str(v["dataset"]), int(p["seed"]), v.get("data_file"))
                 res, ok, ck_i, spe = _train_one(split, v, p, device)
@@ -243,6 +247,47 @@ class CNN(Model):
 
 
 register(CNN)
+
+
+def stacked_by_default(device: str) -> bool:
+    """Whether a chunk's configurations train together (:mod:`._cnn_stacked`): on a GPU,
+    where a batch is one computation (``batch-dependent``, docs/engine.md); on the CPU each
+    trains alone, bitwise independent of its chunk."""
+    return device != "cpu"
+
+
+def _train_stacked(batch: Batch, v: Mapping[str, Any], device: str,
+                   results: list[dict[str, np.ndarray]], status: np.ndarray,
+                   progress: Progress | None) -> tuple[np.ndarray, int]:
+    """The points of ``batch`` trained in stacks of one learning rate; fills ``results`` (in
+    point order) and ``status``; returns the checkpoint steps and steps per epoch."""
+    from . import _cnn_stacked
+
+    B = batch.size
+    points = [batch.point(i) for i in range(B)]
+    lrs = np.array([float(p["lr"]) for p in points])
+    slots: list[dict[str, np.ndarray] | None] = [None] * B
+    ck: np.ndarray | None = None
+    spe = 0
+    done = 0
+    for lr in dict.fromkeys(lrs.tolist()):
+        group = np.flatnonzero(lrs == lr)
+        splits = [sources.load(str(v["dataset"]), int(points[i]["seed"]), v.get("data_file"))
+                  for i in group]
+        res, ok, ck_g, spe = _cnn_stacked.train(splits, v, [points[i] for i in group], device,
+                                                _checkpoints)
+        if ck is not None and not np.array_equal(ck, ck_g):
+            raise AssertionError("checkpoint steps differ within a batch")
+        ck = ck_g
+        for k, i in enumerate(group):
+            slots[i] = res[k]
+        status[group] = np.where(ok, Status.OK, Status.DIVERGED)
+        done += group.size
+        if progress is not None:
+            progress(done / B)
+    results.extend(r for r in slots if r is not None)
+    assert ck is not None
+    return ck, spe
 
 
 def _checkpoints(v: Mapping[str, Any], n_train: int) -> np.ndarray:

@@ -21,8 +21,10 @@ Accuracy and mean cross-entropy on the full training and validation sets every `
 steps (0: once per epoch) and after the last step; ``steps_to_train`` and ``steps_to_val`` are
 the first evaluated step at which the accuracy reaches ``threshold``.
 
-Every configuration trains on its own with one intra-op thread: its numbers depend on nothing
-but its parameters (docs/practice.md §1).
+On the CPU every configuration trains on its own with one intra-op thread: its numbers depend
+on nothing but its parameters (docs/practice.md §1). On a GPU a chunk's runs train together,
+their parameters stacked (:mod:`._grokking_stacked`): the same training within rounding, with
+the ``batch-dependent`` guarantee of a GPU batch (docs/engine.md).
 """
 
 from __future__ import annotations
@@ -223,19 +225,24 @@ class Grokking(Model):
         status = np.zeros(B, dtype=np.int8)
         n_params = n_embed = 0
         with compute.session():
-            for i in range(B):
-                pt = batch.point(i)
-                seed = int(pt["seed"])
-                perm = rng(seed, "split").permutation(N)
-                run = _Run(v, float(pt["alpha"]), float(pt["tau"]), seed, device)
-                n_params, n_embed = run.n_params, run.n_embedding
-                res, ok = run.train(inputs[perm[:n_train]], labels[perm[:n_train]],
-                                    inputs[perm[n_train:]], labels[perm[n_train:]], bsz, ev)
-                for k in names:
-                    out[k][i] = res[k]
-                status[i] = Status.OK if ok else Status.DIVERGED
-                if progress is not None:
-                    progress((i + 1) / B)
+            if stacked_by_default(device):
+                n_params, n_embed = _train_stacked(v, batch, inputs, labels, n_train, bsz, ev,
+                                                   device, out, status, progress)
+            else:
+                for i in range(B):
+                    pt = batch.point(i)
+                    seed = int(pt["seed"])
+                    perm = rng(seed, "split").permutation(N)
+                    run = _Run(v, float(pt["alpha"]), float(pt["tau"]), seed, device)
+                    n_params, n_embed = run.n_params, run.n_embedding
+                    res, ok = run.train(inputs[perm[:n_train]], labels[perm[:n_train]],
+                                        inputs[perm[n_train:]], labels[perm[n_train:]], bsz,
+                                        ev)
+                    for k in names:
+                        out[k][i] = res[k]
+                    status[i] = Status.OK if ok else Status.DIVERGED
+                    if progress is not None:
+                        progress((i + 1) / B)
         thr = float(v["threshold"])
         s_train, c_train = first_reached(out["train_acc"], ev, thr)
         s_val, c_val = first_reached(out["val_acc"], ev, thr)
@@ -273,6 +280,45 @@ class Grokking(Model):
 
 
 register(Grokking)
+
+
+def stacked_by_default(device: str) -> bool:
+    """Whether a chunk's runs train together (:mod:`._grokking_stacked`): on a GPU, where a
+    batch is one computation (``batch-dependent``, docs/engine.md); on the CPU each run
+    trains alone, bitwise independent of its chunk."""
+    return device != "cpu"
+
+
+def _train_stacked(v: Mapping[str, Any], batch: Batch, inputs: np.ndarray, labels: np.ndarray,
+                   n_train: int, bsz: int, ev: np.ndarray, device: str,
+                   out: dict[str, np.ndarray], status: np.ndarray, progress: Progress | None
+                   ) -> tuple[int, int]:
+    """Every run of ``batch`` trained together; fills ``out`` and ``status`` in place and
+    returns the parameter and embedding counts."""
+    import torch
+
+    from . import _grokking_stacked
+
+    with torch.random.fork_rng(devices=[]):
+        net = transformer(int(v["p"]), int(v["d_model"]), int(v["n_heads"]), int(v["n_layers"]))
+    inits, taus, rngs, train_sets, val_sets = [], [], [], [], []
+    for i in range(batch.size):
+        pt = batch.point(i)
+        seed = int(pt["seed"])
+        perm = rng(seed, "split").permutation(labels.size)
+        inits.append(initial_values(net, rng(seed, "init"), float(pt["alpha"])))
+        taus.append(float(pt["tau"]))
+        rngs.append(rng(seed, "batches"))
+        train_sets.append((inputs[perm[:n_train]], labels[perm[:n_train]]))
+        val_sets.append((inputs[perm[n_train:]], labels[perm[n_train:]]))
+    res, ok = _grokking_stacked.train(v, inits, np.asarray(taus), rngs, train_sets, val_sets,
+                                      bsz, ev, device, progress)
+    for k, curves in res.items():
+        out[k][:] = curves
+    status[:] = np.where(ok, Status.OK, Status.DIVERGED)
+    n_params = sum(int(q.numel()) for q in net.parameters())
+    n_embed = sum(int(q.numel()) for n, q in net.named_parameters() if n in EMBEDDINGS)
+    return n_params, n_embed
 
 
 def first_reached(acc: np.ndarray, ev: np.ndarray, threshold: float

@@ -24,7 +24,9 @@ Configurations of a chunk with the same training-set size train together, on the
 product per layer, every configuration with its own data, mini-batches, momentum and
 divergence. Each configuration's slice of a batched product is computed alone, so its numbers
 depend on nothing but its parameters, whatever the group; a configuration alone is a group of
-one on the same code path. On a GPU every configuration is its own group.
+one on the same code path. On a GPU every chunk's configurations of one training-set size
+train stacked whatever their shapes (a batch is one computation there, ``batch-dependent`` in
+docs/engine.md); on the CPU, shapes that could round otherwise in a stack train alone.
 """
 
 from __future__ import annotations
@@ -237,14 +239,15 @@ aligns every (G, rows, features) slice whatever the number of features."""
 
 
 def stackable(v: Mapping[str, Any], device: str) -> bool:
-    """Whether configurations of these (non-batchable) parameters may train stacked: on the
-    CPU, when every weight matrix of one configuration fills a whole number of
-    ``ALIGN_BYTES`` (docs/practice.md §1)."""
+    """Whether configurations of these (non-batchable) parameters may train stacked: on a
+    GPU always (batch-dependent there in any case); on the CPU, when every weight matrix of
+    one configuration fills a whole number of ``ALIGN_BYTES`` (docs/practice.md §1), the
+    condition for a stacked configuration to get the bits it gets alone."""
     itemsize = 4 if v["dtype"] == "float32" else 8
     d = int(v["s"]) ** int(v["L"]) * int(v["v"])
     w, c = int(v["width"]), int(v["n_classes"])
     sizes = (w * d, w * w, c * w) if int(v["hidden_layers"]) > 1 else (w * d, c * w)
-    return device == "cpu" and all(n * itemsize % ALIGN_BYTES == 0 for n in sizes)
+    return device != "cpu" or all(n * itemsize % ALIGN_BYTES == 0 for n in sizes)
 
 
 def training_groups(n_train: np.ndarray, stack: bool) -> list[np.ndarray]:

@@ -1,0 +1,257 @@
+"""The GPU-oriented paths, run on the CPU: the fused two-layer step, the stacked practice
+training (grokking, rhm) and the paper-scale GPU target's refusal without a GPU.
+
+A GPU runs these same code paths; here they are checked against independent computations
+(one NumPy gradient step) and against one-at-a-time training, within the tolerances stated
+in each test."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import xarray as xr
+
+torch = pytest.importorskip("torch")
+
+from richlazy_cli.models import _two_layer_torch as tb  # noqa: E402
+from richlazy_cli.models import cnn, rhm  # noqa: E402
+from richlazy_cli.models import grokking as gk  # noqa: E402
+from richlazy_cli.models.base import Batch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+# -- the fused two-layer step ----------------------------------------------------------------
+def numpy_step(W: np.ndarray, a: np.ndarray, X: np.ndarray, y: np.ndarray, leak: np.ndarray,
+               coef: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One gradient step of docs/two-layer.md, configuration by configuration in NumPy."""
+    W1, a1 = W.copy(), a.copy()
+    for b in range(W.shape[0]):
+        if not active[b]:
+            continue
+        Z = W[b] @ X.T
+        D = np.where(Z >= 0, 1.0, leak[b])
+        r = a[b] @ (Z * D) - y
+        xi = (D * r) @ X
+        a1[b] = a[b] - coef[b] * np.sum(W[b] * xi, axis=1)
+        W1[b] = W[b] - coef[b] * a[b][:, None] * xi
+    return W1, a1
+
+
+def test_fused_step_equals_a_numpy_gradient_step_and_freezes_the_inactive() -> None:
+    g = np.random.default_rng(3)
+    B, h, d, n = 5, 7, 4, 33
+    W, a = g.standard_normal((B, h, d)), g.standard_normal((B, h))
+    X, y = g.standard_normal((n, d)), g.standard_normal(n)
+    leak = np.array([0.0, 0.1, 0.0, 0.5, 0.0])
+    coef = np.array([1e-2, 2e-2, 5e-3, 1e-2, 3e-2])
+    active = np.array([True, True, False, True, True])
+    with torch.no_grad():
+        t = lambda x: torch.as_tensor(np.ascontiguousarray(x))  # noqa: E731
+        step = tb.FusedStep(torch, t(W), t(a), t(X), t(X.T), t(y), t(leak)[:, None, None],
+                            t(coef))
+        r = step.forward().numpy().copy()
+        step.backward_update(t(active))
+    r_ref = np.einsum("bh,bhn->bn", a, np.maximum(W @ X.T, leak[:, None, None] * (W @ X.T))) - y
+    np.testing.assert_allclose(r, r_ref, rtol=1e-12, atol=1e-12)
+    W1, a1 = numpy_step(W, a, X, y, leak, coef, active)
+    np.testing.assert_allclose(step.W.numpy(), W1, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(step.a.numpy(), a1, rtol=1e-12, atol=1e-13)
+    assert np.array_equal(step.W.numpy()[2], W[2]) and np.array_equal(step.a.numpy()[2], a[2])
+    assert not np.array_equal(step.W.numpy()[0], W[0])
+
+
+# -- grokking: stacked against one at a time -------------------------------------------------
+GROK = dict(p=11, d_model=16, n_heads=2, steps=60, eval_every=10, batch=16)
+CURVES = ("train_acc", "val_acc", "train_loss", "val_loss")
+
+
+def grok(points: list[dict[str, Any]], stacked: bool, monkeypatch: Any, **common: Any
+         ) -> xr.Dataset:
+    monkeypatch.setattr(gk, "stacked_by_default", lambda device: stacked)
+    values = [gk.Grokking.resolve("train", {**GROK, **common, **p}) for p in points]
+    return gk.Grokking().train(Batch.from_points(gk.Grokking, values))
+
+
+THREE = [dict(alpha=1.0, tau=1.0, seed=0), dict(alpha=3.0, tau=0.5, seed=1),
+         dict(alpha=0.5, tau=2.0, seed=2)]
+
+
+@pytest.mark.parametrize("dtype, rtol", [("float64", 1e-9), ("float32", 1e-4)])
+def test_grokking_stacked_equals_one_at_a_time(dtype: str, rtol: float, monkeypatch: Any
+                                               ) -> None:
+    """Within 1e-9 relative in float64 and 1e-4 in float32 over 60 steps (measured: 5e-16 and
+    1.4e-7); the evaluated steps and the steps to the threshold equal."""
+    together = grok(THREE, True, monkeypatch, dtype=dtype)
+    for i, p in enumerate(THREE):
+        alone = grok([p], False, monkeypatch, dtype=dtype)
+        for name in CURVES:
+            got, want = together[name].values[i], alone[name].values[0]
+            assert np.array_equal(np.isnan(got), np.isnan(want)), name
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, err_msg=name)
+        assert together.status.values[i] == alone.status.values[0] == 0
+    assert together.attrs["n_params"] == alone.attrs["n_params"]
+    assert not np.allclose(together.train_loss.values[0], together.train_loss.values[1])
+
+
+def test_grokking_stacked_early_stop_is_per_configuration(monkeypatch: Any) -> None:
+    common = dict(dtype="float64", early_stop=True, threshold=0.083, steps=80)
+    together = grok(THREE, True, monkeypatch, **common)
+    stops = []
+    for i, p in enumerate(THREE):
+        alone = grok([p], False, monkeypatch, **common)
+        got, want = together.train_loss.values[i], alone.train_loss.values[0]
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got, want, rtol=1e-9)
+        for k in ("steps_to_train", "steps_to_val"):
+            assert np.array_equal(together[k].values[i], alone[k].values[0], equal_nan=True)
+        stops.append(int(np.isnan(got).sum()))
+    assert len(set(stops)) > 1, "the configurations should stop at different steps"
+
+
+def test_grokking_a_diverging_configuration_leaves_its_neighbours_alone(monkeypatch: Any
+                                                                        ) -> None:
+    """τ = 10⁻³ gives a learning rate of lr/τ² = 10³: the run diverges within the first
+    evaluations; its stack mates train as they do without it."""
+    wild = dict(alpha=1.0, tau=1e-3, seed=3)
+    common = dict(dtype="float32")
+    together = grok([THREE[0], wild, THREE[1]], True, monkeypatch, **common)
+    without = grok([THREE[0], THREE[1]], True, monkeypatch, **common)
+    assert together.status.values.tolist() == [0, 1, 0]
+    loss = together.train_loss.values[1]
+    assert np.isnan(loss[-1]) and np.isfinite(loss[0])
+    for i, k in ((0, 0), (2, 1)):
+        for name in CURVES:
+            np.testing.assert_allclose(together[name].values[i], without[name].values[k],
+                                       rtol=1e-6, atol=1e-6, err_msg=name)
+            assert np.isfinite(together[name].values[i]).all()
+    alone = grok([wild], False, monkeypatch, **common)
+    assert alone.status.values[0] == 1
+    assert np.array_equal(np.isnan(alone.train_loss.values[0]), np.isnan(loss))
+
+
+# -- rhm: the GPU's stacking of any shape, on the CPU ----------------------------------------
+def test_rhm_stacks_any_shape_on_a_gpu_and_it_agrees_with_one_at_a_time(monkeypatch: Any
+                                                                        ) -> None:
+    common = dict(L=2, width=15, epochs=3, test_size=100, n_checkpoints=3, batch=32,
+                  dtype="float64", train_fraction=0.3)
+    v = rhm.RHM.resolve("train", {**common, "alpha": 1.0, "seed": 0})
+    assert not rhm.stackable(v, "cpu") and rhm.stackable(v, "cuda")
+    points = [{"alpha": 1.0, "seed": 0}, {"alpha": 10.0, "seed": 1}, {"alpha": 0.3, "seed": 2}]
+    values = [rhm.RHM.resolve("train", {**common, **p}) for p in points]
+    alone = [rhm.RHM().train(Batch.from_points(rhm.RHM, [x])) for x in values]
+    monkeypatch.setattr(rhm, "stackable", lambda v, device: True)
+    together = rhm.RHM().train(Batch.from_points(rhm.RHM, values))
+    for i in range(len(points)):
+        for name in ("test_acc", "train_acc", "train_loss"):
+            np.testing.assert_allclose(together[name].values[i], alone[i][name].values[0],
+                                       rtol=1e-10, atol=1e-12, err_msg=name)
+    assert not np.allclose(together.train_loss.values[0], together.train_loss.values[1])
+
+
+# -- cnn: stacked against one at a time --------------------------------------------------------
+def cnn_runs(base: dict[str, Any], points: list[dict[str, Any]], stacked: bool,
+             monkeypatch: Any) -> xr.Dataset:
+    monkeypatch.setattr(cnn, "stacked_by_default", lambda device: stacked)
+    values = [cnn.CNN.resolve("train", {**base, **p}) for p in points]
+    return cnn.CNN().train(Batch.from_points(cnn.CNN, values))
+
+
+def assert_cnn_close(got: xr.Dataset, i: int, want: xr.Dataset, rtol: float) -> None:
+    for name, item in want.data_vars.items():
+        a, b = got[name].values[i], item.values[0]
+        if item.dtype.kind != "f":
+            assert np.array_equal(a, b), name
+            continue
+        assert np.array_equal(np.isnan(a), np.isnan(b)), name
+        scale = float(np.nanmax(np.abs(b))) if np.isfinite(b).any() else 1.0
+        atol = 1e-3 if name == "hamming_distance" and rtol > 1e-9 else rtol * scale
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype, rtol", [("float64", 1e-9), ("float32", 1e-5)])
+def test_cnn_stacked_equals_one_at_a_time(dtype: str, rtol: float, monkeypatch: Any) -> None:
+    """Every metric within 1e-9 relative in float64 and 1e-5 in float32 (measured: the same
+    bits in float64, 1.3e-7 in float32; a Hamming fraction may differ by one activation bit
+    in float32), with a second learning rate in its own stack."""
+    base = {**cnn.CNN.examples["train"][0], "epochs": 2, "dtype": dtype}
+    points = [dict(alpha=1.0, seed=0), dict(alpha=3.0, seed=1), dict(alpha=0.3, seed=2),
+              dict(alpha=1.0, seed=3, lr=3e-4)]
+    together = cnn_runs(base, points, True, monkeypatch)
+    for i, p in enumerate(points):
+        assert_cnn_close(together, i, cnn_runs(base, [p], False, monkeypatch), rtol)
+    assert not np.allclose(together.train_loss.values[0], together.train_loss.values[1])
+
+
+def test_cnn_a_diverging_configuration_leaves_its_neighbours_alone(monkeypatch: Any) -> None:
+    """α = 10⁸ multiplies the readout by 10⁸: the float32 loss overflows at the second
+    checkpoint; its stack mates train as they do alone, within 1e-4 of each variable's
+    scale in float32 over 3 epochs of SGD (measured: 5e-5, the final filters)."""
+    base = {**cnn.CNN.examples["train"][2], "epochs": 3, "dtype": "float32"}
+    points = [dict(alpha=0.5, seed=2), dict(alpha=1e8, seed=5), dict(alpha=4.0, seed=3)]
+    together = cnn_runs(base, points, True, monkeypatch)
+    assert together.status.values.tolist() == [0, 1, 0]
+    for i in (0, 2):
+        assert_cnn_close(together, i, cnn_runs(base, [points[i]], False, monkeypatch), 1e-4)
+        assert np.isfinite(together.train_loss.values[i]).all()
+    loss = together.train_loss.values[1]
+    assert np.isfinite(loss[0]) and np.isnan(loss[-1])
+    alone = cnn_runs(base, [points[1]], False, monkeypatch)
+    assert alone.status.values[0] == 1
+    assert np.array_equal(np.isnan(alone.train_loss.values[0]), np.isnan(loss))
+
+
+# -- make paper-gpu -----------------------------------------------------------------------------
+@pytest.mark.skipif(shutil.which("make") is None or not (ROOT / ".venv/bin/richlazy").exists(),
+                    reason="needs make and the .venv that make install creates")
+def test_paper_gpu_refuses_in_one_line_without_a_gpu(tmp_path: Path) -> None:
+    """The dry run comes first and refuses ``device = cuda`` without a GPU: richlazy's one
+    line (make adds its own "Error 2" line), exit 2, nothing written."""
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the target would run")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(["make", "-s", "-C", str(ROOT), "paper-gpu",
+                           f"RESULTS={tmp_path}/results",
+                           "STAMP="], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("make")]
+    assert len(lines) == 1 and "no CUDA device" in lines[0], proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_paper_gpu_dry_run_lists_each_job_with_its_estimate_first() -> None:
+    proc = subprocess.run(["make", "-n", "-C", str(ROOT), "paper-gpu", "STAMP="],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    for job in ("fig1b", "ren-fig2", "grokking-alpha", "rhm-alpha", "cnn-digits-alpha",
+                "filters-digits24"):
+        toml = "jobs/fig1b-gpu.toml" if job == "fig1b" else f"jobs/{job}.toml"
+        sweeps = [ln for ln in lines if f"sweep -c {toml} " in ln]
+        assert len(sweeps) == 2, job
+        assert "--dry-run" in sweeps[0] and "--continue" in sweeps[1], job
+        assert f"results/gpu/{job}.h5" in sweeps[1], job
+        assert "device=cuda" in sweeps[1] or job == "fig1b", job
+
+
+# -- the roofline model of bench/gpu.py -------------------------------------------------------
+def test_the_bench_roofline_counts_the_two_layer_step() -> None:
+    """One step of the paper's problem for 289 configurations is 2 products of 2·h·n·d FLOP
+    each per configuration: 5.78 GFLOP (d = 100, h = 50, n = 1000)."""
+    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "gpu.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_gpu"] = bench  # dataclasses look their module up
+    spec.loader.exec_module(bench)
+    flop, moved = bench.two_layer_step(289, d=100, h=50, n=1000, itemsize=8)
+    assert flop == pytest.approx(2 * 2 * 50 * 1000 * 100 * 289, rel=0.03)
+    assert 0.2e9 < moved < 1.0e9
