@@ -406,7 +406,7 @@ def test_implementation_equals_the_reference(name: str, action: str, impl: str, 
                 assert same_bits(a, b), var_name
             else:
                 scale = float(np.nanmax(np.abs(b))) if np.isfinite(b).any() else 1.0
-                tol = row.tolerance_for(dtype)
+                tol = row.tolerance_for(dtype, device)
                 np.testing.assert_allclose(a, b, rtol=tol, atol=tol * scale, equal_nan=True,
                                            err_msg=f"{var_name} ({impl} on {device})")
 
@@ -427,7 +427,7 @@ def test_batching_keeps_the_guarantee_of_the_table(name: str, action: str, impl:
             assert_same_point(together, k, compute(cls, action, [points[i]]))
         return
     again = compute(cls, action, [points[i] for i in group])
-    tol = max(row.tolerance_for(dtype), 1e-12)
+    tol = max(row.tolerance_for(dtype, device), 1e-12)
     for k, i in enumerate(group):
         alone = compute(cls, action, [points[i]])
         for var_name, item in together.data_vars.items():
