@@ -1,0 +1,167 @@
+"""The model's hooks: ``derive`` then a pure ``check``, once per case of a grid in ``Job.build``
+(the entrance ``Model.resolve`` shares), and one ``footprint``; a model written against the
+older separate resource hooks keeps working (docs/engine.md, "Writing a model")."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from richlazy_cli.compute import MissingRequirement
+from richlazy_cli.engine.estimation import pending_cost, probe_of
+from richlazy_cli.engine.footprint import declared_size, declared_working
+from richlazy_cli.engine.job import Job
+from richlazy_cli.errors import BadInput
+from richlazy_cli.models import base
+from richlazy_cli.models.base import Batch, Footprint, Model, all_models, check_contract, var
+from richlazy_cli.models.params import Param
+
+MODELS = all_models()
+EXAMPLES = [(name, action, i) for name, cls in MODELS.items() for action in cls.actions
+            for i in range(len(cls.examples[action]))]
+
+
+@pytest.mark.parametrize("name, action, i", EXAMPLES)
+def test_check_is_a_pure_verdict_and_resolve_is_the_build(name: str, action: str, i: int) -> None:
+    """On prepared values every family's check passes through a read-only view (it writes
+    nothing), and a job without a grid records exactly what ``Model.resolve`` returns."""
+    cls = MODELS[name]
+    example = cls.examples[action][i]
+    try:
+        values = cls.resolve(action, example)
+    except MissingRequirement:
+        pytest.skip("needs the practice extra")
+    cls.check(action, MappingProxyType(values))
+    recorded = Job.build(name, action, example).recorded
+    assert recorded.keys() == values.keys()
+    for key, value in values.items():
+        assert np.array_equal(np.asarray(value), np.asarray(recorded[key])), key
+
+
+class Counted(Model):
+    """``derive`` reads ``n`` (3 values swept), ``check`` reads ``n`` and ``m``'s sign; the
+    footprint reads ``steps``. Calls are counted."""
+
+    name = "hooks-counted"
+    summary = "counts its hooks"
+    actions = ("solve",)
+    params = (
+        Param("n", "int", 1, "a size", low=1),
+        Param("m", "float", 0.0, "a batchable value", batchable=True),
+        Param("steps", "int", 4, "a length", low=1),
+        Param("doubled", "int", None, "2 n (derived)", optional=True),
+    )
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {"solve": ({"n": 2},)}
+    derived = 0
+    checked = 0
+
+    @classmethod
+    def derive(cls, action: str, values: dict[str, Any]) -> None:
+        cls.derived += 1
+        values["doubled"] = 2 * values["n"]
+
+    @classmethod
+    def check(cls, action: str, values: Any) -> None:
+        cls.checked += 1
+        if values["doubled"] != 2 * values["n"]:
+            raise BadInput("parameter doubled: must be 2 n")
+
+    @classmethod
+    def footprint(cls, action: str, values: Any) -> Footprint:
+        return Footprint(float(values["steps"]) * values["doubled"],
+                         8.0 * values["doubled"], 100.0, None,
+                         lambda: {**values, "steps": 1})
+
+    def solve(self, batch: Batch, progress: Any = None) -> xr.Dataset:
+        y = np.tile(batch.column("m")[:, None], (1, int(batch["doubled"])))
+        return xr.Dataset({"y": var(("point", "i"), y, "m repeated")})
+
+
+def test_derive_and_check_run_once_per_case_in_the_build(monkeypatch: Any) -> None:
+    """A 3 x 50 grid whose preparation reads only ``n``: three cases, prepared three times in
+    ``Job.build``; the declared sizes, the cost and the probe then prepare nothing again."""
+    check_contract(Counted)
+    monkeypatch.setitem(base._REGISTRY, Counted.name, Counted)
+    Counted.derived = Counted.checked = 0
+    job = Job.build(Counted.name, "solve", {}, [("n", "1,2,3"), ("m", "linspace(0,1,50)")])
+    assert (Counted.derived, Counted.checked) == (3, 3)
+    size = declared_size(job, None)
+    assert size is not None and size.total == 50 * 8.0 * (2 + 4 + 6) + 150 * 9
+    assert declared_working(job) == (100.0, 0)
+    total, cheapest = pending_cost(job, None)
+    assert total == 50 * 4.0 * (2 + 4 + 6) and cheapest == 0
+    assert probe_of(job, 149)["steps"] == 1 and probe_of(job, 149)["doubled"] == 6
+    assert Counted.derived == 3  # nothing derived after the build
+    assert job.values(149)["doubled"] == 6
+
+
+class Legacy(Model):
+    """A plugin written against the older hooks: a ``check`` that fills a derived value in
+    place, and ``cost``, ``probe``, ``output_bytes``, ``working_bytes``, ``max_workers``."""
+
+    name = "hooks-legacy"
+    summary = "the older hooks"
+    actions = ("solve",)
+    params = (
+        Param("n", "int", 3, "a size", low=1),
+        Param("steps", "int", 10, "a length", low=1),
+        Param("total", "int", None, "n + steps (derived by the check)", optional=True),
+    )
+    examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {"solve": ({"n": 2},)}
+
+    @classmethod
+    def check(cls, action: str, values: dict[str, Any]) -> None:
+        values["total"] = values["n"] + values["steps"]
+
+    @classmethod
+    def cost(cls, values: Any) -> float:
+        return 2.0 * values["steps"]
+
+    @classmethod
+    def probe(cls, values: Any) -> dict[str, Any]:
+        return {**values, "steps": 1}
+
+    @classmethod
+    def output_bytes(cls, action: str, values: Any) -> float:
+        return 8.0 * values["n"]
+
+    @classmethod
+    def working_bytes(cls, action: str, values: Any) -> float:
+        return 1e3 * values["n"]
+
+    @classmethod
+    def max_workers(cls, values: Any) -> int:
+        return 2
+
+    def solve(self, batch: Batch, progress: Any = None) -> xr.Dataset:
+        y = np.zeros((batch.size, int(batch["n"])))
+        return xr.Dataset({"y": var(("point", "i"), y, "zeros")})
+
+
+def test_a_model_with_the_older_hooks_keeps_working(monkeypatch: Any) -> None:
+    check_contract(Legacy)
+    monkeypatch.setitem(base._REGISTRY, Legacy.name, Legacy)
+    values = Legacy.resolve("solve", {"n": 4})
+    assert values["total"] == 14  # its check still derives
+    fp = Legacy.footprint("solve", values)
+    assert (fp.cost, fp.output_bytes, fp.working_bytes, fp.workers) == (20.0, 32.0, 4e3, 2)
+    assert fp.probe["steps"] == 1 and fp.probe["n"] == 4
+    job = Job.build(Legacy.name, "solve", {}, [("n", "1,2")])
+    size = declared_size(job, None)
+    assert size is not None and size.total == 8.0 * (1 + 2) + 2 * 9
+    assert job.workers_limit() == 2
+    assert job.values(1)["total"] == 12
+
+
+def test_the_default_footprint_declares_nothing() -> None:
+    class Plain(Model):
+        name = "hooks-plain"
+        actions = ("solve",)
+
+    fp = Plain.footprint("solve", {"x": 1})
+    assert (fp.cost, fp.output_bytes, fp.working_bytes, fp.workers) == (1.0, None, None, None)
+    assert fp.probe == {"x": 1}
