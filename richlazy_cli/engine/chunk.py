@@ -107,7 +107,7 @@ def _non_finite(data: xr.Dataset) -> dict[int, str]:
             suspects = np.flatnonzero(~np.isfinite(values.sum(axis=1)))
         for i in suspects.tolist():
             if not np.isfinite(values[i]).all():
-                bad.setdefault(i, name)
+                bad.setdefault(i, str(name))
     return bad
 
 
@@ -186,7 +186,7 @@ def compute_chunk(
         if "status" in data:
             model_status = np.asarray(data["status"].values, dtype=np.int8)
             diverged = (model_status == Status.DIVERGED) & (status == Status.OK)
-            for i in np.flatnonzero(diverged):
+            for i in np.flatnonzero(diverged).tolist():
                 status[i] = Status.DIVERGED
                 errors[int(indices[i])] = "diverged (reported by the model)"
             data = data.drop_vars("status")
