@@ -17,7 +17,15 @@ from richlazy_cli.engine.footprint import declared_size, declared_working
 from richlazy_cli.engine.job import Job
 from richlazy_cli.errors import BadInput
 from richlazy_cli.models import base
-from richlazy_cli.models.base import Batch, Footprint, Model, all_models, check_contract, var
+from richlazy_cli.models.base import (
+    RECORD_VOCABULARY,
+    Batch,
+    Footprint,
+    Model,
+    all_models,
+    check_contract,
+    var,
+)
 from richlazy_cli.models.params import Param
 
 MODELS = all_models()
@@ -165,3 +173,35 @@ def test_the_default_footprint_declares_nothing() -> None:
     fp = Plain.footprint("solve", {"x": 1})
     assert (fp.cost, fp.output_bytes, fp.working_bytes, fp.workers) == (1.0, None, None, None)
     assert fp.probe == {"x": 1}
+    assert Footprint(2.0).probe is None  # none declared: the dry run times the point itself
+
+
+ALIASED = [(name, alias, action, target) for name, cls in MODELS.items()
+           for alias, targets in cls.aliases.items() for action, target in targets.items()]
+
+
+def test_every_family_that_records_speaks_the_record_vocabulary() -> None:
+    named = {name for name, *_ in ALIASED}
+    assert named >= {"two-layer", "rhm", "cnn", "hermite", "linear", "diagonal", "single-neuron"}
+    assert {alias for _, alias, *_ in ALIASED} <= set(RECORD_VOCABULARY)
+
+
+@pytest.mark.parametrize("name, alias, action, target", ALIASED)
+def test_a_record_alias_is_its_parameter(name: str, alias: str, action: str, target: str) -> None:
+    """``n_records`` / ``records`` given, or swept, are the family's own parameter, which the
+    result records under its own name; giving both is refused."""
+    cls = MODELS[name]
+    example = {k: v for k, v in cls.examples[action][0].items() if k != target}
+    value: Any = [1] if cls.param(target).kind == "int_list" else 3
+    try:
+        by_alias = cls.resolve(action, {**example, alias: value})
+    except MissingRequirement:
+        pytest.skip("needs the practice extra")
+    by_name = cls.resolve(action, {**example, target: value})
+    assert alias not in by_alias and by_alias.keys() == by_name.keys()
+    assert all(np.array_equal(np.asarray(by_alias[k]), np.asarray(by_name[k])) for k in by_name)
+    spec = "[[1], [2]]" if isinstance(value, list) else "3,4"
+    job = Job.build(name, action, example, [(alias, spec)])
+    assert job.grid.names == (target,)
+    with pytest.raises(BadInput, match=f"parameter {target} is given twice"):
+        cls.resolve(action, {**example, alias: value, target: value})

@@ -107,7 +107,10 @@ def probe_of(job: Job, flat: int) -> dict[str, Any]:
     """The shortened configuration (the ``probe`` of :meth:`.Model.footprint`) of grid point
     ``flat``, checked: the probe shortens the prepared values (lengths only, so what was
     derived still holds) and the model's check, a pure verdict, passes on it."""
-    values = job.model.footprint(job.action, job.values(flat)).probe
+    prepared = job.values(flat)
+    values = job.model.footprint(job.action, prepared).probe
+    if values is None:  # none declared: the configuration itself
+        return prepared
     job.model.check(job.action, values)
     return values
 

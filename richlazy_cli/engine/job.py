@@ -284,9 +284,10 @@ class Job:
         """Validate parameters (raw strings are parsed, other values coerced) and the grid."""
         model = get_model(model_name)
         base = model.given(action, params)  # Model.resolve's first step
-        grid = parse_grid(model, grid_specs, max_points)
+        grid = parse_grid(model, grid_specs, max_points, action)
+        fixed = {model.param(name, action).name for name in params}
         for name in grid.names:
-            if name in params:
+            if name in fixed:
                 raise BadInput(f"parameter {name} is both fixed (-p) and swept (-g)")
         job = cls(model, action, base, grid, recorded=dict(base))
         job.validate_points()  # Model.resolve's second step, once per case of the grid

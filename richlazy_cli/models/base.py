@@ -156,11 +156,10 @@ class Footprint:
                                                          compare=False)
 
     @property
-    def probe(self) -> dict[str, Any]:
-        """The shortened configuration (the configuration itself when none is declared)."""
-        if self.shorten is None:
-            raise ValueError("this footprint declares no configuration to probe")
-        return self.shorten()
+    def probe(self) -> dict[str, Any] | None:
+        """The shortened configuration, or None when none is declared (the dry run then times
+        the configuration itself)."""
+        return None if self.shorten is None else self.shorten()
 
 
 class Model:
@@ -188,6 +187,10 @@ class Model:
     """The family's implementations (docs/engine.md, "Implementations and devices"), in order
     of preference: an action runs on the first that implements it unless the
     ``implementation`` parameter names another. Empty: one implicit CPU implementation."""
+    aliases: ClassVar[dict[str, dict[str, str]]] = {}
+    """Other names a parameter is given by: name → action → the parameter it stands for. The
+    record vocabulary (:data:`RECORD_VOCABULARY`, docs/engine.md, "Records") is declared
+    here: ``n_records`` and ``records`` name each family's own record count and points."""
     implementation_aliases: ClassVar[dict[str, dict[str, dict[str, tuple[str, ...]]]]] = {}
     """Older parameters that chose the implementation, accepted as aliases: per action,
     parameter → value → the implementations that value allows. Kept in step with the
@@ -195,13 +198,21 @@ class Model:
 
     # -- parameters -------------------------------------------------------------------------
     @classmethod
-    def param(cls, name: str) -> Param:
+    def param(cls, name: str, action: str | None = None) -> Param:
+        """The parameter called ``name``, or named by an alias (:attr:`aliases`) for
+        ``action`` (without an action, an alias that names one parameter for every action)."""
+        targets = cls.aliases.get(name, {})
+        if action is not None and action in targets:
+            name = targets[action]
+        elif action is None and len(set(targets.values())) == 1:
+            name = next(iter(targets.values()))
         for p in cls.params:
             if p.name == name:
                 return p
+        where = f" for {action}" if targets and action is not None else ""
         raise BadInput(
-            f"model {cls.name} has no parameter {name!r}"
-            + suggest(name, [p.name for p in cls.params])
+            f"model {cls.name} has no parameter {name!r}{where}"
+            + suggest(name, [*(p.name for p in cls.params), *cls.aliases])
         )
 
     @classmethod
@@ -219,9 +230,14 @@ class Model:
                 f"model {cls.name} has no action {action!r}; it supports {', '.join(cls.actions)}"
             )
         values = cls.defaults()
+        named: dict[str, str] = {}
         for name, value in params.items():
-            p = cls.param(name)
-            values[name] = p.parse(value) if isinstance(value, str) else p.coerce(value)
+            p = cls.param(name, action)
+            if p.name in named:
+                raise BadInput(f"parameter {p.name} is given twice (as {named[p.name]} and "
+                               f"as {name})")
+            named[p.name] = name
+            values[p.name] = p.parse(value) if isinstance(value, str) else p.coerce(value)
         return values
 
     @classmethod
@@ -399,6 +415,15 @@ def _choose(cls: type[Model], action: str, values: dict[str, Any]
     return impl, named_by
 
 
+RECORD_VOCABULARY: dict[str, str] = {
+    "n_records": "how many points a run records (0 and the last included or not, as each "
+                 "family's parameter says)",
+    "records": "the recorded points themselves (steps or epochs), given explicitly",
+}
+"""The one vocabulary for what a run records, accepted by every family (:attr:`Model.aliases`)
+beside the family's own parameter name (docs/engine.md, "Records")."""
+
+
 # -- the contract ---------------------------------------------------------------------------
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 """What a model's name may be: it becomes part of file names (``results/NAME-solve-*.h5``)."""
@@ -455,6 +480,12 @@ def check_contract(cls: type[Model]) -> None:
             p.coerce(p.default)
         except BadInput as exc:
             refuse(f"the default of parameter {p.name!r} fails its own validation ({exc})")
+    for alias, targets in cls.aliases.items():
+        if alias in names:
+            refuse(f"the alias {alias!r} is also a parameter's name")
+        for action, target in targets.items():
+            if action not in cls.actions or target not in names:
+                refuse(f"the alias {alias!r} names no parameter {target!r} of {action!r}")
     for action in cls.examples:
         if action not in cls.actions:
             refuse(f"examples are given for {action!r}, which is not a listed action")

@@ -108,6 +108,8 @@ class CNN(Model):
         *compute.run_params("seed of split, probe set, initialisation and batches",
                              "float64"),
     )
+    aliases: ClassVar[dict[str, dict[str, str]]] = {"records": {"train": "checkpoints"}}
+    """The record vocabulary (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (
             {"epochs": 1, "batch": 256, "first_steps": 2, "probe_fraction": 0.01,

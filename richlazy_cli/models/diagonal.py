@@ -407,6 +407,10 @@ class DiagonalModel(Model):
         Param("max_steps", "int", 1_000_000, "train: most GD steps", low=1),
         Param("n_record", "int", 120, "train: log-spaced recorded steps", low=2),
     )
+    aliases: ClassVar[dict[str, dict[str, str]]] = {
+        "n_records": {"solve": "n_time", "train": "n_record"},
+    }
+    """The record vocabulary (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
             {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "t_max": 1e3, "n_time": 10},

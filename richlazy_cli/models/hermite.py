@@ -622,6 +622,10 @@ class Hermite(Model):
         "train": {"backend": {"numpy": ("numba", "numpy"), "torch": ("torch",)},
                   "loop": {"numba": ("numba",), "numpy": ("numpy",)}},
     }
+    aliases: ClassVar[dict[str, dict[str, str]]] = {
+        "n_records": {"solve": "checkpoints", "train": "checkpoints"},
+    }
+    """The record vocabulary (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
             {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "checkpoints": 15, "sigma0": 0.05},

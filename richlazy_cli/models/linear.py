@@ -525,6 +525,10 @@ class Linear(Model):
         Param("checkpoints", "int", 101, "train: number of recorded steps (incl. 0 and last)",
               low=2),
     )
+    aliases: ClassVar[dict[str, dict[str, str]]] = {
+        "n_records": {"solve": "n_times", "train": "checkpoints"},
+    }
+    """The record vocabulary (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
             {"d": 3, "h": 3, "n": 4, "t_max": 1.0, "n_times": 5, "delta": -0.5},

@@ -97,6 +97,8 @@ class RHM(Model):
               "evaluation epochs: 0, log-spaced ones and the last", low=2),
         *compute.run_params("seed of rules, split, initialisation and batches"),
     )
+    aliases: ClassVar[dict[str, dict[str, str]]] = {"n_records": {"train": "n_checkpoints"}}
+    """The record vocabulary (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (
             {"L": 2, "width": 16, "epochs": 3, "test_size": 100, "train_fraction": 0.3,

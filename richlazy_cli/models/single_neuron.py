@@ -582,6 +582,8 @@ class SingleNeuron(Model):
               "rho < 1 (Azulay Thm 4) needs X, y and method=numeric",
               low=0.0, high=1.0),
     )
+    aliases: ClassVar[dict[str, dict[str, str]]] = {"n_records": {"solve": "n_times"}}
+    """The record vocabulary (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
             {"delta": 1.0, "t_max": 2.0, "n_times": 11},

@@ -152,6 +152,11 @@ class TwoLayer(Model):
     implementations: ClassVar[tuple[Implementation, ...]] = IMPLEMENTATIONS
     implementation_aliases: ClassVar[dict[str, dict[str, dict[str, tuple[str, ...]]]]] = {
         "train": {"backend": {"numpy": ("numba",), "torch": ("torch",)}}}
+    aliases: ClassVar[dict[str, dict[str, str]]] = {
+        "n_records": {"train": "n_checkpoints"},
+        "records": {"train": "checkpoints"},
+    }
+    """The record vocabulary (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (
             {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
