@@ -12,7 +12,9 @@ import pytest
 import xarray as xr
 
 from richlazy_cli.compute import MissingRequirement
+from richlazy_cli.engine.chunk import compute_chunk
 from richlazy_cli.engine.estimation import pending_cost, probe_of
+from richlazy_cli.engine.executors import chunk_tasks
 from richlazy_cli.engine.footprint import declared_size, declared_working
 from richlazy_cli.engine.job import Job
 from richlazy_cli.errors import BadInput
@@ -205,3 +207,21 @@ def test_a_record_alias_is_its_parameter(name: str, alias: str, action: str, tar
     assert job.grid.names == (target,)
     with pytest.raises(BadInput, match=f"parameter {target} is given twice"):
         cls.resolve(action, {**example, alias: value, target: value})
+
+
+def test_worker_processes_receive_the_preparation(monkeypatch: Any) -> None:
+    """A chunk for another process carries each point's grid and derived values; computing it
+    prepares nothing again and gives what the in-process chunk gives."""
+    check_contract(Counted)
+    monkeypatch.setitem(base._REGISTRY, Counted.name, Counted)
+    job = Job.build(Counted.name, "solve", {}, [("n", "1,2"), ("m", "linspace(0,1,4)")])
+    chunks = list(job.chunks(np.arange(job.grid.size), 4))
+    Counted.derived = Counted.checked = 0
+    away = list(chunk_tasks(job, chunks, in_process=False))
+    here = list(chunk_tasks(job, chunks, in_process=True))
+    assert all(t.prepared and not t.checked for t in away) and all(t.checked for t in here)
+    assert away[1].points[0] == {"n": 2, "m": 0.0, "doubled": 4}
+    for a, h in zip(away, here, strict=True):
+        xr.testing.assert_identical(compute_chunk(a, job.base).data,
+                                    compute_chunk(h, job.base).data)
+    assert Counted.derived == Counted.checked == 0

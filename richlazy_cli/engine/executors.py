@@ -237,14 +237,24 @@ def _quiet_cancelled_futures() -> Iterator[None]:
 
 
 def chunk_tasks(job: Job, chunks: Iterable[np.ndarray], in_process: bool) -> Iterator[ChunkTask]:
-    """One task per chunk; in this process, with the parameter sets checked up front."""
+    """One task per chunk, with the points prepared up front (:meth:`.job.Job.build`, once per
+    case): in this process the complete parameter sets; to other processes each point's grid
+    and derived values (the shared parameters travel once). Only where no cases are kept (a
+    grid of more than :data:`.job.KEEP_CASES` cases) does a worker prepare its points, once
+    per case of its chunk."""
     name, action = job.model.name, job.action
     for c in chunks:
-        checked = job.checked_values(c) if in_process else None
-        if checked is not None:
-            yield ChunkTask(name, action, c, checked, checked=True)
+        if in_process:
+            checked = job.checked_values(c)
+            if checked is not None:
+                yield ChunkTask(name, action, c, checked, checked=True)
+                continue
         else:
-            yield ChunkTask(name, action, c, job.grid.points(c), job.grid.positions(c))
+            prepared = job.prepared_points(c)
+            if prepared is not None:
+                yield ChunkTask(name, action, c, prepared, prepared=True)
+                continue
+        yield ChunkTask(name, action, c, job.grid.points(c), job.grid.positions(c))
 
 
 def bounded(

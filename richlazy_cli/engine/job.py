@@ -375,6 +375,16 @@ class Job:
             out.append(values)
         return out
 
+    def prepared_points(self, indices: np.ndarray | Sequence[int]) -> list[dict[str, Any]] | None:
+        """The grid values of ``indices``, each with the values its case derived (from the kept
+        cases, or None): overlaid on :attr:`base` they are the prepared parameter sets, so a
+        worker process receives a point's preparation instead of running it again."""
+        if self.cases is None:
+            return None
+        indices = np.asarray(indices, dtype=np.int64)
+        return [{**point, **self.cases.outcome(at)} for point, at in
+                zip(self.grid.points(indices), self.grid.positions(indices), strict=True)]
+
     def chunks(self, indices: np.ndarray, chunk_size: int) -> Iterator[np.ndarray]:
         """Cut ``indices`` into chunks of at most ``chunk_size`` batch-compatible points.
 
