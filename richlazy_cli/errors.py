@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import pickle
 import zipfile
+from typing import Any
 
 
 class BadInput(ValueError):
@@ -49,7 +50,7 @@ class Status(enum.IntEnum):
     """The model raised for this point; the message is in the ``errors`` attribute."""
 
     @classmethod
-    def failed(cls, status: object) -> object:
+    def failed(cls, status: Any) -> Any:
         """Boolean mask (or bool) of the statuses that count as failures."""
         return (status == cls.DIVERGED) | (status == cls.ERROR)  # type: ignore[operator]
 

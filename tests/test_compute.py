@@ -43,10 +43,10 @@ def test_a_gpu_device_starts_one_worker_per_gpu(name: str, monkeypatch: Any) -> 
     action = device_action(cls)
     values = cls.resolve(action, on_device(cls, action))
     for device, workers in (("cuda", 3), ("auto", 3), ("cpu", None)):
-        assert cls.max_workers({**values, "device": device}) == workers, device
+        assert cls.footprint(action, {**values, "device": device}).workers == workers, device
     for cpu_only in (i for i in cls.implementations if not i.on_devices):
-        assert cls.max_workers({**values, "implementation": cpu_only.name,
-                                "device": "auto"}) is None
+        assert cls.footprint(action, {**values, "implementation": cpu_only.name,
+                                      "device": "auto"}).workers is None
 
 
 def test_no_gpu_wording_is_one(monkeypatch: Any) -> None:

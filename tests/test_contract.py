@@ -211,7 +211,7 @@ def test_out_of_range_values_are_bad_input(name: str, action: str, param: Param)
 def test_cost_is_positive_and_finite(name: str, action: str) -> None:
     cls = MODELS[name]
     for point in resolved(cls, action):
-        cost = cls.cost(point)
+        cost = cls.footprint(action, point).cost
         assert np.isfinite(cost) and cost > 0, cost
 
 

@@ -538,7 +538,8 @@ def run(values):
 run({"p": 7, "d_model": 8, "n_heads": 2, "steps": 1})  # torch's own first-use memory
 before = peak()
 v = run({"p": 251, "d_model": 8, "n_heads": 2, "steps": 1})
-print(json.dumps({"grown": peak() - before, "declared": Grokking.working_bytes("train", v)}))
+declared = Grokking.footprint("train", v).working_bytes
+print(json.dumps({"grown": peak() - before, "declared": declared}))
 """
 
 

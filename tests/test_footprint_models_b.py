@@ -18,8 +18,7 @@ from richlazy_cli.models.hermite import Hermite
 def run_one(model: type[Model], action: str, params: dict[str, Any]) -> tuple[float, xr.Dataset]:
     """The declared bytes of one configuration, and its result."""
     values = model.resolve(action, params)
-    model.check(action, values)  # as the engine does before it asks for the size
-    declared = model.output_bytes(action, values)
+    declared = model.footprint(action, values).output_bytes
     assert declared is not None, (model.name, action, params)
     return declared, model().run(action, Batch.from_points(model, [values]))
 

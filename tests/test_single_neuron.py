@@ -458,7 +458,7 @@ def test_good_inputs_and_derived_values() -> None:
     assert v["delta"] == pytest.approx(4.0 - 0.5 * 2.0)
     np.testing.assert_array_equal(v["beta0"], [2.0, 2.0])
     SingleNeuron.resolve("solve", dict(X=[[0.0, 1.0], [1.0, 0.0]], y=[1.0, 2.0]))
-    assert SingleNeuron.cost(SingleNeuron.defaults()) >= 1.0
+    assert SingleNeuron.footprint("solve", SingleNeuron.resolve("solve", {})).cost >= 1.0
 
 
 # -- end to end through the CLI (in process) ------------------------------------------------

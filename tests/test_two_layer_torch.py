@@ -163,7 +163,7 @@ def test_a_gpu_backend_starts_one_worker_per_gpu(monkeypatch: Any) -> None:
     assert _torch_device.gpu_workers({"backend": "torch", "device": "cuda"}) == 2
     assert _torch_device.gpu_workers({"backend": "torch", "device": "cpu"}) is None
     assert _torch_device.gpu_workers({"backend": "numpy", "device": "cpu"}) is None
-    monkeypatch.setattr(TwoLayer, "max_workers", classmethod(lambda cls, values: 1))
+    monkeypatch.setattr(TwoLayer, "device_workers", classmethod(lambda cls, *args: 1))
     job = Job.build("two-layer", "train", {"steps": 2}, [("tau", "0.5,1,2,3")])
     plan = make_plan(job, RunOptions(jobs=8, chunk_size=1), None)
     assert plan.workers == 1 and "capped at the 1 GPU(s)" in plan.note()

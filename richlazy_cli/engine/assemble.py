@@ -124,18 +124,19 @@ class Assembler:
         if not self.arrays:
             self._check_first(data)
             self.ds_attrs = dict(data.attrs)
-            for name, item in data.coords.items():
-                self.coords[name] = item.variable
-        for name, item in data.coords.items():
-            self._check_coord(str(name), item.variable, idx)
-        for name, item in data.data_vars.items():
+            for key, item in data.coords.items():
+                self.coords[str(key)] = item.variable
+        for key, item in data.coords.items():
+            self._check_coord(str(key), item.variable, idx)
+        for key, item in data.data_vars.items():
+            name = str(key)
             if item.dims[0] != "point":
                 raise RuntimeError(f"model variable {name} does not start with dimension point")
             if name not in self.arrays:
                 shape = (self.size, *item.shape[1:])
                 self.arrays[name] = np.empty(shape, dtype=item.dtype)
                 self.arrays[name][self.has_data] = _fill_value(item.dtype)  # points without it
-                self.var_dims[name] = tuple(item.dims[1:])
+                self.var_dims[name] = tuple(str(dim) for dim in item.dims[1:])
                 self.var_attrs[name] = dict(item.attrs)
             target = self.arrays[name]
             values = item.values
@@ -400,8 +401,8 @@ def _check_agreement(
             raise BadInput(f"conflicting results for point {grid.label(int(i))}")
         if chunk.data is None:
             continue
-        for name, item in chunk.data.data_vars.items():
-            mine = assembler.arrays.get(name)
+        for key, item in chunk.data.data_vars.items():
+            mine = assembler.arrays.get(str(key))
             theirs = item.values[k : k + 1]
             if mine is not None and mine.ndim == theirs.ndim:
                 longest = tuple(max(a, b) for a, b in zip(mine.shape[1:], theirs.shape[1:],
@@ -411,4 +412,4 @@ def _check_agreement(
             else:
                 same = False
             if not same:
-                raise BadInput(f"conflicting results for point {grid.label(int(i))} in {name}")
+                raise BadInput(f"conflicting results for point {grid.label(int(i))} in {key}")

@@ -107,7 +107,7 @@ def _non_finite(data: xr.Dataset) -> dict[int, str]:
             suspects = np.flatnonzero(~np.isfinite(values.sum(axis=1)))
         for i in suspects.tolist():
             if not np.isfinite(values[i]).all():
-                bad.setdefault(i, name)
+                bad.setdefault(i, str(name))
     return bad
 
 
@@ -119,8 +119,11 @@ class ChunkTask:
     dimension, with which the model's check runs once per distinct case in the chunk
     (:class:`.validate.PointChecker`). When ``checked``, ``points`` are already complete,
     checked parameter sets (the in-process route reuses the validation done up front) and
-    ``positions`` is not used. The parameters shared by every point travel separately (see
-    :func:`compute_chunk`), so that a Dask cluster can receive them once.
+    ``positions`` is not used. When ``prepared``, ``points`` hold each point's grid values and
+    the values its case derived up front (:meth:`.job.Job.prepared_points`), to overlay on the
+    shared parameters without preparing anything again (the worker processes' route). The
+    parameters shared by every point travel separately (see :func:`compute_chunk`), so that a
+    Dask cluster can receive them once.
     """
 
     model: str
@@ -130,9 +133,10 @@ class ChunkTask:
     positions: list[tuple[int, ...]] | None = None
     checked: bool = False
     retry_singly: bool = True
+    prepared: bool = False
 
     def __post_init__(self) -> None:
-        if not self.checked and self.positions is None:
+        if not (self.checked or self.prepared) and self.positions is None:
             raise ValueError("a ChunkTask of unchecked points needs their grid positions")
 
 
@@ -149,7 +153,7 @@ def compute_chunk(
     model_cls = get_model(model_name)
     model = model_cls()
     checker = None
-    if not task.checked:
+    if not (task.checked or task.prepared):
         checker = PointChecker(model_cls, action, base, list(points[0]) if points else [])
     size = len(points)
     status = np.zeros(size, dtype=np.int8)
@@ -157,6 +161,8 @@ def compute_chunk(
     start = time.perf_counter()
 
     def configs(sel: list[int]) -> Batch:
+        if task.prepared:  # the grid values and what their case derived, over the shared ones
+            return Batch.from_points(model_cls, [{**base, **points[i]} for i in sel])
         if checker is None or positions is None:  # already checked
             return Batch.from_points(model_cls, [points[i] for i in sel])
         return Batch.from_points(model_cls, [checker.check(points[i], positions[i]) for i in sel])
@@ -186,7 +192,7 @@ def compute_chunk(
         if "status" in data:
             model_status = np.asarray(data["status"].values, dtype=np.int8)
             diverged = (model_status == Status.DIVERGED) & (status == Status.OK)
-            for i in np.flatnonzero(diverged):
+            for i in np.flatnonzero(diverged).tolist():
                 status[i] = Status.DIVERGED
                 errors[int(indices[i])] = "diverged (reported by the model)"
             data = data.drop_vars("status")

@@ -2,8 +2,8 @@
 
 A result holds, per point, the model's outputs plus the bookkeeping (``status``, 1 byte;
 ``elapsed``, 8 bytes; in a shard file the point's grid index, 8 bytes). A model that declares
-the bytes of its outputs per configuration (:meth:`.Model.output_bytes`, computed from the
-parameters that set their shapes: output times, dimensions, widths) gives the estimate from
+the bytes of its outputs per configuration (``output_bytes`` of :meth:`.Model.footprint`,
+from the parameters that set their shapes: output times, dimensions, widths) gives the estimate from
 the specs alone: the sum over the run's points, computed once per distinct case of the grid
 (:func:`.validate.case_sum`), so a 10⁶-point grid costs what its few cases cost. A model that
 declares nothing is measured on the first computed point instead (the dry run's probe, or a
@@ -14,8 +14,8 @@ The estimate is compared with a limit, :data:`DEFAULT_MAX_BYTES` unless ``--max-
 refused with one line (exit 2) before anything is written. A result must also fit in the
 memory available (``MemAvailable``, or less under ``ulimit -v``), where it is assembled;
 shards (``--shard K/N``) hold a share each. A model that declares the working memory of one
-configuration (:meth:`.Model.working_bytes`) has it checked too: the result plus one
-configuration's working memory per worker must fit (:func:`check_memory`), so that a run
+configuration (``working_bytes`` of :meth:`.Model.footprint`) has it checked too: the result
+plus one configuration's working memory per worker must fit (:func:`check_memory`), so that a run
 too large for the machine is one line before it starts, not a MemoryError or the kernel's
 OOM killer hours later.
 """
@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInput
-from ..models.base import Model
 from ..userfiles import available_memory
 from .validate import CaseTree, TooManyCases
 
@@ -133,15 +132,11 @@ def physical_memory() -> int:
 
 def declared_working(job: Any) -> tuple[float, int] | None:
     """The largest working memory of one configuration over the grid (declared by the model,
-    :meth:`.Model.working_bytes`) and a point where it is reached, or None when the model
-    declares none."""
-    model, action = job.model, job.action
-    if getattr(model.working_bytes, "__func__", None) is Model.working_bytes.__func__:
-        return None
+    ``working_bytes`` of :meth:`.Model.footprint`) and a point where it is reached, or None
+    when the model declares none."""
 
     def run(values: Any) -> float:
-        model.check(action, values)
-        declared = model.working_bytes(action, values)
+        declared = job.footprint_of(values).working_bytes
         if declared is None:
             raise _Undeclared
         return -float(declared)
@@ -150,7 +145,7 @@ def declared_working(job: Any) -> tuple[float, int] | None:
         _, at = case_sum(job, None, run)  # the smallest negative: the largest working memory
     except _Undeclared:
         return None
-    return -run(_values(job, at)), at
+    return float(job.model.footprint(job.action, job.values(at)).working_bytes), at
 
 
 def check_memory(job: Any, result: OutputSize | None, workers: int,
@@ -185,8 +180,8 @@ def case_sum(job: Any, points: np.ndarray | None, run: Any) -> tuple[float, int]
     smallest, without building the points' values.
 
     ``points`` is a boolean mask over the grid's flat indices, or sorted flat indices, or None
-    for every point. ``run`` receives a point's values before the model's check (it runs the
-    check itself if it needs checked values) and returns a number. It is evaluated once per
+    for every point. ``run`` receives a point's values before the model's preparation
+    (:meth:`.job.Job.footprint_of` completes them) and returns a number. It is evaluated once per
     distinct case of the grid (:class:`.validate.CaseTree`), weighted by the points in the
     case. Past :data:`CASE_LIMIT` cases, the mean over :data:`SAMPLE` evenly spaced points,
     times their number, is the sum (and the smallest is among them).
@@ -217,7 +212,8 @@ def case_sum(job: Any, points: np.ndarray | None, run: Any) -> tuple[float, int]
             count = int(np.count_nonzero(inside))
             if not count:
                 return
-            local = np.unravel_index(int(np.argmax(inside)), np.shape(inside))
+            local = tuple(int(i) for i in np.unravel_index(int(np.argmax(inside)),
+                                                           np.shape(inside)))
         total += float(value) * count
         if value < best[0]:
             at = list(first)
@@ -246,17 +242,13 @@ def _values(job: Any, flat: int) -> dict[str, Any]:
 def declared_size(job: Any, shard: Any) -> OutputSize | None:
     """The result's size (the points of ``shard``, or the whole grid) from the model's
     declared outputs, or None when it declares none."""
-    model, action = job.model, job.action
-    if getattr(model.output_bytes, "__func__", None) is Model.output_bytes.__func__:
-        return None
     size = max(job.grid.size, 1)
     indices = None if shard is None else shard.select(size)
     points = size if indices is None else int(indices.size)
     extra = overhead(shard is not None)
 
     def run(values: Any) -> float:
-        model.check(action, values)
-        declared = model.output_bytes(action, values)
+        declared = job.footprint_of(values).output_bytes
         if declared is None:
             raise _Undeclared
         return float(declared) + extra

@@ -303,16 +303,20 @@ def parse_grid(
     model: type[Model],
     specs: Sequence[tuple[str, str | Sequence[Any]]],
     max_points: int = DEFAULT_MAX_POINTS,
+    action: str | None = None,
 ) -> Grid:
-    """Build a :class:`Grid` from ``(name, spec)`` pairs, in order (at most ``max_points``)."""
+    """Build a :class:`Grid` from ``(name, spec)`` pairs, in order (at most ``max_points``);
+    a name may be a parameter's alias for ``action`` (the dimension takes the parameter's
+    own name)."""
     check_size(specs, max_points)
     dims: list[GridDim] = []
     seen: set[str] = set()
     for name, text in specs:
-        if name in seen:
-            raise BadInput(f"grid dimension {name} is given twice")
-        seen.add(name)
-        dims.append(make_dim(model.param(name), text))
+        param = model.param(name, action)
+        if param.name in seen:
+            raise BadInput(f"grid dimension {param.name} is given twice")
+        seen.add(param.name)
+        dims.append(make_dim(param, text))
     grid = Grid(tuple(dims))
     if grid.size > max_points:  # JSON lists are counted once parsed
         check_size([(d.name, list(d.values)) for d in grid.dims], max_points)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInput
-from ..models.base import Model, get_model
+from ..models.base import Footprint, Model, get_model
 from ..userfiles import read_text
 from .footprint import DEFAULT_MAX_BYTES, human, parse_bytes, size_problem
 from .grid import (
@@ -283,33 +283,51 @@ class Job:
     ) -> Job:
         """Validate parameters (raw strings are parsed, other values coerced) and the grid."""
         model = get_model(model_name)
-        if action not in model.actions:
-            raise BadInput(
-                f"model {model.name} has no action {action!r}; "
-                f"it supports {', '.join(model.actions)}"
-            )
-        given: dict[str, Any] = {}
-        for name, value in params.items():
-            p = model.param(name)
-            given[name] = p.parse(value) if isinstance(value, str) else p.coerce(value)
-        grid = parse_grid(model, grid_specs, max_points)
+        base = model.given(action, params)  # Model.resolve's first step
+        grid = parse_grid(model, grid_specs, max_points, action)
+        fixed = {model.param(name, action).name for name in params}
         for name in grid.names:
-            if name in given:
+            if name in fixed:
                 raise BadInput(f"parameter {name} is both fixed (-p) and swept (-g)")
-        base = dict(model.defaults())
-        base.update(given)
         job = cls(model, action, base, grid, recorded=dict(base))
-        job.validate_points()
+        job.validate_points()  # Model.resolve's second step, once per case of the grid
         if not grid.dims:
-            job.recorded = job.values(0)
+            job.recorded = job.values(0)  # what Model.resolve(action, params) returns
         return job
 
-    def values(self, flat: int, point: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Every parameter of one point (base overlaid with its grid values), checked."""
+    def values(self, flat: int) -> dict[str, Any]:
+        """Every parameter of one point (base overlaid with its grid values), prepared: from
+        the cases kept by :meth:`validate_points`, prepared afresh only where none are."""
         values = dict(self.base)
-        values.update(self.grid.point(flat) if point is None else point)
-        self.model.check(self.action, values)
+        values.update(self.grid.point(flat))
+        if self.cases is not None:
+            shape = self.grid.shape
+            at = tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
+            values.update(self.cases.outcome(at))
+        else:
+            self.model.prepare(self.action, values)
         return values
+
+    def footprint_of(self, values: dict[str, Any]) -> Footprint:
+        """The model's footprint of a point's values as a :class:`CaseTree` hands them to its
+        run (base and grid values, not prepared). The prepared values are taken from the kept
+        cases, and the tree told which grid dimensions they depend on, so that the model's
+        preparation does not run again; only where no cases are kept is it run here."""
+        at = getattr(values, "at", None)
+        if self.cases is None or at is None:
+            self.model.prepare(self.action, values)
+        else:
+            outcome, dims = self.cases.locate(at)
+            values.depends_on(self.grid.names[k] for k in dims)  # type: ignore[attr-defined]
+            if isinstance(outcome, BadInput):
+                raise BadInput(str(outcome))
+            dict.update(values, outcome)
+        return self.model.footprint(self.action, values)
+
+    def workers_limit(self) -> int | None:
+        """The most workers the model can use at once for this job (its footprint's
+        ``workers`` at the first point; one per GPU on a device), or None."""
+        return self.model.footprint(self.action, self.values(0)).workers
 
     def validate_points(self) -> None:
         """Check every point; the first bad one (in C order) is reported with its grid values.
@@ -356,6 +374,16 @@ class Job:
             values.update(self.cases.outcome(at))
             out.append(values)
         return out
+
+    def prepared_points(self, indices: np.ndarray | Sequence[int]) -> list[dict[str, Any]] | None:
+        """The grid values of ``indices``, each with the values its case derived (from the kept
+        cases, or None): overlaid on :attr:`base` they are the prepared parameter sets, so a
+        worker process receives a point's preparation instead of running it again."""
+        if self.cases is None:
+            return None
+        indices = np.asarray(indices, dtype=np.int64)
+        return [{**point, **self.cases.outcome(at)} for point, at in
+                zip(self.grid.points(indices), self.grid.positions(indices), strict=True)]
 
     def chunks(self, indices: np.ndarray, chunk_size: int) -> Iterator[np.ndarray]:
         """Cut ``indices`` into chunks of at most ``chunk_size`` batch-compatible points.

@@ -54,7 +54,7 @@ _ALIGN = 64
 
 def write_part(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
     """Write ``arrays`` and the JSON-able ``meta`` to ``path`` in the part format."""
-    table = []
+    table: list[dict[str, Any]] = []
     offset = 0
     plain: list[np.ndarray] = []
     for name, arr in arrays.items():

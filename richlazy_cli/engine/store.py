@@ -401,7 +401,9 @@ def _isolated(write: Any, tmp: Path) -> None:
     except ValueError:
         report = {}
     message = report.get("message") or f"the writing process ended with status {status}"
-    raise WriteFailed(f"{report.get('type', 'error')}: {message}", report.get("errno"))
+    errno_ = report.get("errno")
+    raise WriteFailed(f"{report.get('type', 'error')}: {message}",
+                      errno_ if isinstance(errno_, int) else None)
 
 
 def storage_error_line(exc: BaseException) -> str | None:
@@ -587,9 +589,9 @@ def verify(path: Path) -> list[str]:
             problems.append(f"grid dimension {dim} is missing")
     problems += _grid_problems(ds)
     problems += _fingerprint_problems(ds)
-    for name, item in ds.variables.items():
+    for key, item in ds.variables.items():
         if "long_name" not in item.attrs:
-            problems.append(f"{name} has no long_name")
+            problems.append(f"{key} has no long_name")
     if "status" not in ds:
         problems.append("no status variable")
     else:

@@ -1,12 +1,13 @@
 """Checking every point of a grid exactly, at the cost of checking each distinct case once.
 
-A model's ``check(action, values)`` is a deterministic function of the values it reads, and may
-write derived values. Two points of one grid share every parameter outside the grid, so if a
-point agrees with an earlier checked point on every *grid* parameter that the earlier check
-read before writing it, the check would run the same way on it, line by line: same reads, same
-branches, same writes, same verdict. :class:`PointChecker` therefore runs ``check`` on a
-mapping that records the keys it reads and writes, and answers every later point that agrees on
-those keys from that record. Nothing is assumed about the model: a check that reads every
+A model's preparation of a point (``Model.prepare``: ``derive``, then ``check``; "the check"
+below) is a deterministic function of the values it reads, and writes the derived values. Two
+points of one grid share every parameter outside the grid, so if a point agrees with an
+earlier checked point on every *grid* parameter that the earlier check read before writing
+it, the check would run the same way on it, line by line: same reads, same branches, same
+writes, same verdict. :class:`PointChecker` therefore runs the check on a mapping that
+records the keys it reads and writes, and answers every later point that agrees on those keys
+from that record. Nothing is assumed about the model: a check that reads every
 swept parameter is run at every point, and one that enumerates the mapping (``keys``,
 iteration, copies) or deletes from it is treated as reading everything.
 
@@ -37,6 +38,11 @@ class _Recording(dict):  # type: ignore[type-arg]
         self.read: set[str] = set()
         self.written: set[str] = set()
         self.opaque = False  # enumerated, copied or deleted from: treat as reading everything
+        self.at: tuple[int, ...] | None = None  # the point's index along each grid dimension
+
+    def depends_on(self, names: Any) -> None:
+        """Note ``names`` as read: values put in from elsewhere depend on them."""
+        self.read.update(name for name in names if name not in self.written)
 
     def _note(self, key: Any) -> None:
         if key not in self.written:
@@ -83,7 +89,7 @@ class _Recording(dict):  # type: ignore[type-arg]
         self.opaque = True
         return dict(super().items())
 
-    def __or__(self, other: Any) -> dict[str, Any]:
+    def __or__(self, other: Any) -> dict[str, Any]:  # type: ignore[override]  # dict's overloads
         self.opaque = True
         return dict(super().items()) | other
 
@@ -152,7 +158,7 @@ class PointChecker:
         self.runs += 1
         outcome: Any
         try:
-            self.model.check(self.action, recording)
+            self.model.prepare(self.action, recording)
             outcome = {k: dict.__getitem__(recording, k) for k in recording.written}
         except BadInput as exc:
             outcome = exc
@@ -238,6 +244,7 @@ class CaseTree:
 
     def _evaluate(self, at: tuple[int, ...]) -> tuple[frozenset[int], Any]:
         recording = _Recording(self._point(at))
+        recording.at = at
         self.runs += 1
         outcome: Any
         try:
@@ -271,17 +278,24 @@ class CaseTree:
 
     def outcome(self, at: Sequence[int]) -> Any:
         """The outcome at the point with index ``at`` along every grid dimension."""
-        node = self.root
+        return self.locate(at)[0]
+
+    def locate(self, at: Sequence[int]) -> tuple[Any, tuple[int, ...]]:
+        """The outcome at ``at`` and the grid dimensions it depends on (those its case fixes:
+        every point that agrees with ``at`` on them has the same outcome)."""
+        node, dims = self.root, []
         while isinstance(node, Split):
+            dims.append(node.dim)
             node = node.children[at[node.dim]]
-        return node.outcome
+        return node.outcome, tuple(dims)
 
 
 def written_values(model: type[Model], action: str) -> Any:
-    """A ``run`` for :class:`CaseTree`: the model's check, returning the values it wrote."""
+    """A ``run`` for :class:`CaseTree`: the model's :meth:`~.Model.prepare` (derive, then
+    check), returning the values it wrote."""
 
     def run(values: _Recording) -> dict[str, Any]:
-        model.check(action, values)
+        model.prepare(action, values)
         return {k: dict.__getitem__(values, k) for k in values.written}
 
     return run

@@ -4,6 +4,7 @@ file."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -26,9 +27,9 @@ def load_npz(path: str) -> dict[str, np.ndarray]:
     return {k: arrays[k] for k in ("X", "y", "X_test", "y_test")}
 
 
-def check_data(values: dict[str, Any]) -> None:
-    """Cross-parameter rules of ``data``, ``data_file`` and ``save_surface``; with ``data =
-    npz`` also sets ``n`` and ``n_test`` to the file's sizes."""
+def check_data(values: Mapping[str, Any]) -> None:
+    """Cross-parameter rules of ``data``, ``data_file`` and ``save_surface`` (a verdict: the
+    file itself is read and checked by :func:`derive_data`)."""
     data, d = values["data"], int(values["d"])
     if data == "xor" and d != 2:
         raise BadInput(f"parameter d: data = xor needs d = 2, got d = {d}")
@@ -42,6 +43,15 @@ def check_data(values: dict[str, Any]) -> None:
         return
     if path is None:
         raise BadInput("parameter data_file: data = npz needs a data_file")
+
+
+def derive_data(values: dict[str, Any]) -> None:
+    """With ``data = npz`` and a ``data_file``: read the file, check its arrays against ``d``,
+    and set ``n`` and ``n_test`` to its sizes."""
+    path = values.get("data_file")
+    if values["data"] != "npz" or path is None:
+        return
+    d = int(values["d"])
     arrays = load_npz(path)
     for x_key, y_key in (("X", "y"), ("X_test", "y_test")):
         X, y = arrays[x_key], arrays[y_key]

@@ -125,6 +125,43 @@ def var(dims: tuple[str, ...], data: Any, long_name: str, units: str = "") -> xr
     return xr.Variable(dims, data, attrs)
 
 
+_LEGACY_HOOKS = ("cost", "probe", "output_bytes", "working_bytes", "max_workers")
+"""The resource hooks a model declared before :meth:`Model.footprint` joined them; a model that
+still defines them is honoured by the default footprint."""
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What one configuration takes, declared by its model (:meth:`Model.footprint`).
+
+    ``cost`` is a rough amount of work, positive and finite, in the model's own units: the dry
+    run (``sweep --dry-run``) times the probe and scales by the ratio of costs
+    (docs/estimates.md). ``output_bytes`` is the bytes of the configuration's outputs (every
+    variable of :meth:`Model.run`'s result for one point, uncompressed), from the parameters
+    that set their shapes, or None when undeclared (then measured on the first chunk);
+    ``working_bytes`` the peak bytes computing it takes besides its outputs (parameters,
+    optimiser state, activations, data), or None; the engine refuses, before anything runs, a
+    result or a run that would not fit (engine/footprint.py). ``workers`` is the most workers
+    that can compute such configurations at once on one machine (None: no limit).
+    :attr:`probe` is a shorter configuration of the same kind for the dry run to time: it keeps
+    every size the cost depends on except the length (steps, time); it is built only when
+    asked for, so that a footprint evaluated once per case of a grid stays cheap.
+    """
+
+    cost: float = 1.0
+    output_bytes: float | None = None
+    working_bytes: float | None = None
+    workers: int | None = None
+    shorten: Callable[[], dict[str, Any]] | None = field(default=None, repr=False,
+                                                         compare=False)
+
+    @property
+    def probe(self) -> dict[str, Any] | None:
+        """The shortened configuration, or None when none is declared (the dry run then times
+        the configuration itself)."""
+        return None if self.shorten is None else self.shorten()
+
+
 class Model:
     """Base class of every model. Subclasses set the class variables and implement actions."""
 
@@ -150,28 +187,32 @@ class Model:
     """The family's implementations (docs/engine.md, "Implementations and devices"), in order
     of preference: an action runs on the first that implements it unless the
     ``implementation`` parameter names another. Empty: one implicit CPU implementation."""
+    aliases: ClassVar[dict[str, dict[str, str]]] = {}
+    """Other names a parameter is given by: name → action → the parameter it stands for. The
+    record vocabulary (:data:`RECORD_VOCABULARY`, docs/engine.md, "Records") is declared
+    here: ``n_records`` and ``records`` name each family's own record count and points."""
     implementation_aliases: ClassVar[dict[str, dict[str, dict[str, tuple[str, ...]]]]] = {}
     """Older parameters that chose the implementation, accepted as aliases: per action,
     parameter → value → the implementations that value allows. Kept in step with the
     ``implementation`` chosen, so a result records both."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Run the implementation table's rules around every family's own :meth:`check`
-        (:func:`checked`): the engine calls ``check`` and nothing else."""
-        super().__init_subclass__(**kwargs)
-        own = cls.__dict__.get("check")
-        if own is not None and not getattr(own, "__checked__", False):
-            cls.check = classmethod(checked(own.__func__))  # type: ignore[assignment]
-
     # -- parameters -------------------------------------------------------------------------
     @classmethod
-    def param(cls, name: str) -> Param:
+    def param(cls, name: str, action: str | None = None) -> Param:
+        """The parameter called ``name``, or named by an alias (:attr:`aliases`) for
+        ``action`` (without an action, an alias that names one parameter for every action)."""
+        targets = cls.aliases.get(name, {})
+        if action is not None and action in targets:
+            name = targets[action]
+        elif action is None and len(set(targets.values())) == 1:
+            name = next(iter(targets.values()))
         for p in cls.params:
             if p.name == name:
                 return p
+        where = f" for {action}" if targets and action is not None else ""
         raise BadInput(
-            f"model {cls.name} has no parameter {name!r}"
-            + suggest(name, [p.name for p in cls.params])
+            f"model {cls.name} has no parameter {name!r}{where}"
+            + suggest(name, [*(p.name for p in cls.params), *cls.aliases])
         )
 
     @classmethod
@@ -179,66 +220,107 @@ class Model:
         return {p.name: p.default for p in cls.params}
 
     @classmethod
-    def resolve(cls, action: str, given: Mapping[str, Any]) -> dict[str, Any]:
-        """Defaults overlaid with ``given`` (each coerced), then cross-checked by :meth:`check`.
-
-        This is *the* validation boundary: the result is what the model receives.
-        """
+    def given(cls, action: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The defaults overlaid with ``params``, each parsed (a string, as typed on the
+        command line) or coerced (any other value); BadInput for an unknown action or
+        parameter, or a value its parameter refuses. Nothing is derived or cross-checked yet:
+        that is :meth:`prepare`, once per case."""
         if action not in cls.actions:
             raise BadInput(
                 f"model {cls.name} has no action {action!r}; it supports {', '.join(cls.actions)}"
             )
         values = cls.defaults()
-        for name, value in given.items():
-            values[name] = cls.param(name).coerce(value)
-        cls.check(action, values)
+        named: dict[str, str] = {}
+        for name, value in params.items():
+            p = cls.param(name, action)
+            if p.name in named:
+                raise BadInput(f"parameter {p.name} is given twice (as {named[p.name]} and "
+                               f"as {name})")
+            named[p.name] = name
+            values[p.name] = p.parse(value) if isinstance(value, str) else p.coerce(value)
         return values
 
     @classmethod
-    def check(cls, action: str, values: dict[str, Any]) -> None:
-        """Cross-parameter validation; may fill derived values in place. Raise BadInput."""
+    def resolve(cls, action: str, given: Mapping[str, Any]) -> dict[str, Any]:
+        """One configuration's values, exactly as a run receives them: :meth:`given`, then
+        :meth:`prepare`. The engine's entrance, :meth:`richlazy_cli.engine.job.Job.build`,
+        takes the same two steps (the second once per case of its grid), so that a job without
+        a grid records what this returns (docs/engine.md, "Validation")."""
+        values = cls.given(action, given)
+        cls.prepare(action, values)
+        return values
 
     @classmethod
-    def cost(cls, values: Mapping[str, Any]) -> float:
-        """A rough amount of work for one configuration, positive and finite, in the model's
-        own units. Its only use: ``sweep --dry-run`` prints the sum over the pending points as an
-        estimate of the work (chunks are sized from the number of points and workers)."""
-        return 1.0
+    def prepare(cls, action: str, values: dict[str, Any]) -> None:
+        """Make ``values`` what the model receives, in place, or raise BadInput: the one
+        validation step, which the engine runs once per distinct case of a grid.
+
+        In order: the implementation is chosen from :attr:`implementations` (its actions,
+        methods, dtypes and devices enforced; ``implementation`` and its aliases filled in);
+        :meth:`derive` fills the derived values; :meth:`check` gives its verdict; the
+        requirements (:attr:`requires` and the implementation's) are import-checked; the
+        device is resolved (``cuda`` without a GPU is bad input,
+        :data:`richlazy_cli.compute.NO_GPU`). Not meant to be overridden: a family states its
+        rules in :meth:`derive` and :meth:`check`.
+        """
+        impl = None
+        if cls.implementations and action in cls.actions:
+            impl, _ = _choose(cls, action, values)
+        cls.derive(action, values)
+        cls.check(action, values)
+        what = f"model {cls.name}"
+        if impl is not None and len(cls.implementations) > 1:
+            what += f" (implementation {impl.name})"
+        compute.require(what, (*cls.requires, *(impl.requires if impl else ())))
+        if "device" in values and (impl is None or impl.on_devices):
+            compute.resolve_device(str(values["device"]))
 
     @classmethod
-    def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
-        """A shorter configuration of the same kind, to time for ``sweep --dry-run``'s
-        estimate: the engine times it and scales by the ratio of :meth:`cost` values, so the
-        probe must keep every size that the cost depends on except its length (steps, time).
-        Default: the configuration itself."""
-        return dict(values)
+    def derive(cls, action: str, values: dict[str, Any]) -> None:
+        """Fill, in place, the values that follow from others: sizes read from a data file,
+        a default that depends on another parameter. Runs before :meth:`check`, so it fills
+        only what it can and leaves the verdict to the check; BadInput only for what it
+        cannot derive from (an unreadable data file, contradictory inputs). Default: nothing.
+        """
 
     @classmethod
-    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
-        """The bytes of one configuration's outputs (every variable of :meth:`run`'s result
-        for one point, uncompressed), from the parameters that set their shapes, or None
-        when the model does not declare them (the default). ``sweep`` multiplies it by the
-        points to refuse a result too large before computing anything (engine/footprint.py);
-        without it the size is measured on the first computed chunk."""
-        return None
+    def check(cls, action: str, values: Mapping[str, Any]) -> None:
+        """The cross-parameter verdict on derived values: one line of BadInput naming the
+        parameter, or nothing. Pure: it changes nothing and reads no file. (A model written
+        before :meth:`derive` existed may still fill values here; :meth:`prepare` hands it
+        the values to change.) Default: nothing."""
 
     @classmethod
-    def working_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
-        """The peak bytes computing one configuration like ``values`` takes besides its
-        outputs (parameters, optimiser state, activations, data), from the parameters, or
-        None when the model does not declare them (the default). The engine adds it once per
-        worker to the result's bytes and refuses, before anything runs, a run that would not
-        fit in the memory available (engine/footprint.py). A model states the margin of its
-        estimate in its docstring."""
-        return None
+    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
+        """What one configuration like ``values`` takes (:class:`Footprint`): its work, the
+        bytes of its outputs and of its working memory, the shortened configuration the dry
+        run times, and the most workers that can compute it at once.
+
+        The default: cost 1, nothing declared, the configuration itself as its probe, and one
+        worker per GPU where the configuration's implementation runs on a device and its
+        ``device`` is not ``cpu`` (:func:`richlazy_cli.compute.gpu_workers`). A model written
+        against the older separate hooks (``cost(values)``, ``probe(values)``,
+        ``output_bytes(action, values)``, ``working_bytes(action, values)``,
+        ``max_workers(values)``) keeps working: the default calls those it defines.
+        """
+        legacy = {name: getattr(cls, name) for name in _LEGACY_HOOKS if hasattr(cls, name)}
+        cost = float(legacy["cost"](values)) if "cost" in legacy else 1.0
+        output = legacy["output_bytes"](action, values) if "output_bytes" in legacy else None
+        working = legacy["working_bytes"](action, values) if "working_bytes" in legacy else None
+        if "max_workers" in legacy:
+            workers = legacy["max_workers"](values)
+        else:
+            workers = cls.device_workers(values, action)
+        shorten = legacy.get("probe")
+        return Footprint(cost, output, working, workers,
+                         (lambda: dict(shorten(values))) if shorten else (lambda: dict(values)))
 
     @classmethod
-    def max_workers(cls, values: Mapping[str, Any]) -> int | None:
-        """The most workers that can compute configurations like ``values`` at once on one
-        machine, or None for no limit. Default: one worker per GPU where the configuration's
-        implementation runs on a device and its ``device`` is not ``cpu``
-        (:func:`richlazy_cli.compute.gpu_workers`), else None."""
-        impl = cls.implementation(values)
+    def device_workers(cls, values: Mapping[str, Any], action: str | None = None) -> int | None:
+        """One worker per GPU where ``values``' implementation runs on a device and its
+        ``device`` is not ``cpu`` (:func:`richlazy_cli.compute.gpu_workers`), else None (no
+        limit): the ``workers`` of every model's :class:`Footprint`."""
+        impl = cls.implementation(values, action)
         if impl is None or not impl.on_devices:
             return None
         return compute.gpu_workers(compute.device_of(values))
@@ -278,34 +360,6 @@ class Model:
 
 
 # -- implementations, requirements, devices ------------------------------------------------
-def checked(rules: Callable[..., None]) -> Callable[..., None]:
-    """A family's ``check`` with the implementation table's rules around it.
-
-    Before the family's rules: the implementation is chosen (:func:`_choose`) and its
-    actions, methods, dtypes and devices enforced, ``values["implementation"]`` (and its
-    aliases) filled in. After them: the requirements (:attr:`Model.requires` and the
-    implementation's) are imported-checked, and the device is resolved (``cuda`` without a GPU
-    is bad input, :data:`richlazy_cli.compute.NO_GPU`). Idempotent: the engine may check a
-    configuration more than once.
-    """
-
-    def check(cls: type[Model], action: str, values: dict[str, Any]) -> None:
-        impl = None
-        if cls.implementations and action in cls.actions:
-            impl, _ = _choose(cls, action, values)
-        rules(cls, action, values)
-        what = f"model {cls.name}"
-        if impl is not None and len(cls.implementations) > 1:
-            what += f" (implementation {impl.name})"
-        compute.require(what, (*cls.requires, *(impl.requires if impl else ())))
-        if "device" in values and (impl is None or impl.on_devices):
-            compute.resolve_device(str(values["device"]))
-
-    check.__checked__ = True  # type: ignore[attr-defined]
-    check.__doc__ = rules.__doc__
-    return check
-
-
 def _choose(cls: type[Model], action: str, values: dict[str, Any]
             ) -> tuple[Implementation, str]:
     """The implementation of ``values`` for ``action`` and the parameter that named it; fills
@@ -361,7 +415,13 @@ def _choose(cls: type[Model], action: str, values: dict[str, Any]
     return impl, named_by
 
 
-Model.check = classmethod(checked(Model.__dict__["check"].__func__))  # type: ignore[assignment]
+RECORD_VOCABULARY: dict[str, str] = {
+    "n_records": "how many points a run records (0 and the last included or not, as each "
+                 "family's parameter says)",
+    "records": "the recorded points themselves (steps or epochs), given explicitly",
+}
+"""The one vocabulary for what a run records, accepted by every family (:attr:`Model.aliases`)
+beside the family's own parameter name (docs/engine.md, "Records")."""
 
 
 # -- the contract ---------------------------------------------------------------------------
@@ -420,6 +480,12 @@ def check_contract(cls: type[Model]) -> None:
             p.coerce(p.default)
         except BadInput as exc:
             refuse(f"the default of parameter {p.name!r} fails its own validation ({exc})")
+    for alias, targets in cls.aliases.items():
+        if alias in names:
+            refuse(f"the alias {alias!r} is also a parameter's name")
+        for action, target in targets.items():
+            if action not in cls.actions or target not in names:
+                refuse(f"the alias {alias!r} names no parameter {target!r} of {action!r}")
     for action in cls.examples:
         if action not in cls.actions:
             refuse(f"examples are given for {action!r}, which is not a listed action")

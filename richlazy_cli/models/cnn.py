@@ -47,7 +47,7 @@ from .. import compute
 from ..errors import BadInput, Status
 from ..practice import data as sources
 from ..practice import filters, metrics, nets
-from .base import Batch, Model, Progress, register, rng, var
+from .base import Batch, Footprint, Model, Progress, register, rng, var
 from .params import Param
 
 DEFAULT_EPOCHS = (1, 2, 5, 10, 20, 50, 100, 200, 500)
@@ -110,6 +110,8 @@ class CNN(Model):
         *compute.run_params("seed of split, probe set, initialisation and batches",
                              "float64"),
     )
+    aliases: ClassVar[dict[str, dict[str, str]]] = {"records": {"train": "checkpoints"}}
+    """The record vocabulary (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (
             {"epochs": 1, "batch": 256, "first_steps": 2, "probe_fraction": 0.01,
@@ -135,7 +137,15 @@ class CNN(Model):
         nets.network(values["arch"], shape, values.get("first_kernel"), values["norm"])
 
     @classmethod
-    def cost(cls, values: Mapping[str, Any]) -> float:
+    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
+        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
+        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
+        return Footprint(cls._cost(values), cls._output_bytes(action, values),
+                         None, cls.device_workers(values, action),
+                         lambda: cls._probe(values))
+
+    @classmethod
+    def _cost(cls, values: Mapping[str, Any]) -> float:
         shape = sources.SAMPLE_SHAPES.get(values["dataset"], (1, 28, 28))
         n_train = float(sources.TRAIN_SIZES.get(values["dataset"], 4000))
         if values["arch"] in nets.SMOOTH:
@@ -156,13 +166,13 @@ class CNN(Model):
         return (train + n_ck * metrics) / 1e9
 
     @classmethod
-    def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+    def _probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
         """The same configuration for at most 2 epochs (:meth:`cost` is linear in the epochs
         and counts the metrics at the probe's own checkpoints)."""
         return {**values, "epochs": min(int(values["epochs"]), 2)}
 
     @classmethod
-    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+    def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
         """Nine float64 metrics over the checkpoints, the float64 first-layer filters and the
         float64 roughness of their update with ``save_filters``; a user's ``npz`` (whose size
         is read only when run) is not declared."""

@@ -70,7 +70,7 @@ from threadpoolctl import threadpool_limits
 from ..errors import BadInput, Status
 from ..records import record_grid
 from ..userfiles import read_npz
-from .base import Batch, Model, Progress, register, rng, var
+from .base import Batch, Footprint, Model, Progress, register, rng, var
 from .params import Param
 
 __all__ = [
@@ -407,6 +407,10 @@ class DiagonalModel(Model):
         Param("max_steps", "int", 1_000_000, "train: most GD steps", low=1),
         Param("n_record", "int", 120, "train: log-spaced recorded steps", low=2),
     )
+    aliases: ClassVar[dict[str, dict[str, str]]] = {
+        "n_records": {"solve": "n_time", "train": "n_record"},
+    }
+    """The record vocabulary (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
             {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "t_max": 1e3, "n_time": 10},
@@ -426,7 +430,9 @@ class DiagonalModel(Model):
     }
 
     @classmethod
-    def check(cls, action: str, values: dict[str, Any]) -> None:
+    def derive(cls, action: str, values: dict[str, Any]) -> None:
+        """With a data file: ``N`` and ``d`` are its X's shape (which must be underdetermined
+        and of full row rank)."""
         if values.get("data"):
             arrays = _load_data(values["data"])
             n, d = arrays["X"].shape
@@ -438,7 +444,11 @@ class DiagonalModel(Model):
             if np.linalg.matrix_rank(arrays["X"]) < n:
                 raise BadInput("parameter data: X must have full row rank (Xw = y solvable)")
             values["N"], values["d"] = n, d
-            return
+
+    @classmethod
+    def check(cls, action: str, values: Mapping[str, Any]) -> None:
+        if values.get("data"):
+            return  # the file's sizes, checked as they were read (derive)
         if values["N"] > values["d"]:
             raise BadInput(f"parameter N: {values['N']} > d = {values['d']}; need 1 ≤ N ≤ d")
         if values["r"] > values["d"]:
@@ -447,7 +457,15 @@ class DiagonalModel(Model):
             raise BadInput("parameter t_min: must be smaller than t_max")
 
     @classmethod
-    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
+        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
+        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
+        return Footprint(cls._cost(values), cls._output_bytes(action, values),
+                         None, cls.device_workers(values, action),
+                         lambda: dict(values))
+
+    @classmethod
+    def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
         """Over ``dim`` (d), float64: w, w_implicit and beta_star; per point, float64:
         population_error, population_error_implicit, implicit_gap, sqrt_k and time_to_tol,
         int8 converged; ``solve``: train_loss over the ``n_time + 1`` recorded times and
@@ -461,7 +479,7 @@ class DiagonalModel(Model):
         return 8.0 * (3 * d + 5 + T + 1) + 1
 
     @classmethod
-    def cost(cls, values: Mapping[str, Any]) -> float:
+    def _cost(cls, values: Mapping[str, Any]) -> float:
         return float(values["N"]) * float(values["d"]) * (1.0 + np.log1p(1.0 / values["alpha"]))
 
     # -- shared outputs ---------------------------------------------------------------------

@@ -38,7 +38,7 @@ import xarray as xr
 
 from .. import compute
 from ..errors import BadInput, Status
-from .base import Batch, Model, Progress, register, rng, var
+from .base import Batch, Footprint, Model, Progress, register, rng, var
 from .params import Param
 
 OPS = ("x+y", "x-y", "x*y", "x/y")
@@ -160,20 +160,28 @@ class Grokking(Model):
                 "least one")
 
     @classmethod
-    def cost(cls, values: Mapping[str, Any]) -> float:
+    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
+        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
+        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
+        return Footprint(cls._cost(values), cls._output_bytes(action, values),
+                         cls._working_bytes(action, values), cls.device_workers(values, action),
+                         lambda: cls._probe(values))
+
+    @classmethod
+    def _cost(cls, values: Mapping[str, Any]) -> float:
         d, p = values["d_model"], values["p"]
         per_token = values["n_layers"] * 12 * d * d + d * (p + 2)
         b = batch_size(values["batch"], p, values["op"])
         return 6.0 * 4 * b * per_token * values["steps"] / 1e9
 
     @classmethod
-    def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+    def _probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
         """The same configuration for at most 300 steps, without stopping early (the cost is
         linear in the steps; a run that stops early takes less than the estimate)."""
         return {**values, "steps": min(int(values["steps"]), 300), "early_stop": False}
 
     @classmethod
-    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+    def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
         """Four float64 curves (train_acc, val_acc, train_loss, val_loss) over the evaluated
         steps (:func:`eval_steps` of ``steps`` and ``eval_every``, or of one epoch's batches
         when ``eval_every`` is 0), float64 ``steps_to_train`` and ``steps_to_val``, int8
@@ -187,7 +195,7 @@ class Grokking(Model):
         return 8.0 * (4 * n_eval + 2) + 2
 
     @classmethod
-    def working_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+    def _working_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
         """Peak memory of one configuration: the parameters with their gradients and AdamW's
         two moments (4 copies of ``n_layers·(12·d² + 13·d) + 2·(p+2)·d + 5·d`` values), a
         training batch's activations kept for the backward pass (4 positions, about

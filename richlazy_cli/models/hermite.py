@@ -91,7 +91,7 @@ from ..records import record_grid
 from ._hermite_poly import hermite_eval
 from ._hermite_population import R_FLOOR, population_loss_grad
 from ._hermite_sgd import run_online_sgd
-from .base import Batch, Model, Progress, register, rng, var
+from .base import Batch, Footprint, Model, Progress, register, rng, var
 from .params import Param
 
 RECOVERY = 0.9
@@ -589,6 +589,10 @@ class Hermite(Model):
         "train": {"backend": {"numpy": ("numba", "numpy"), "torch": ("torch",)},
                   "loop": {"numba": ("numba",), "numpy": ("numpy",)}},
     }
+    aliases: ClassVar[dict[str, dict[str, str]]] = {
+        "n_records": {"solve": "checkpoints", "train": "checkpoints"},
+    }
+    """The record vocabulary (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
             {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "checkpoints": 15, "sigma0": 0.05},
@@ -606,7 +610,13 @@ class Hermite(Model):
     }
 
     @classmethod
-    def check(cls, action: str, values: dict[str, Any]) -> None:
+    def derive(cls, action: str, values: dict[str, Any]) -> None:
+        """SGD's learning rate, when not given: ``0.1 / d²``."""
+        if action == "train" and values["lr"] is None:
+            values["lr"] = 0.1 / values["d"] ** 2
+
+    @classmethod
+    def check(cls, action: str, values: Mapping[str, Any]) -> None:
         d, P = values["d"], values["P"]
         if P > d:
             raise BadInput(f"parameter P: {P} teachers need P ≤ d = {d}")
@@ -638,11 +648,17 @@ class Hermite(Model):
                     f"parameter method: {values['method']} needs the dense Jacobian of the "
                     f"m·d = {n} weights ({n}² values, {n * n * 8 / 2**20:.0f} MiB); the limit "
                     f"is m·d ≤ {JACOBIAN_LIMIT}: use RK45 or DOP853")
-        if action == "train" and values["lr"] is None:
-            values["lr"] = 0.1 / d**2
 
     @classmethod
-    def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
+        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
+        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
+        return Footprint(cls._cost(values), cls._output_bytes(action, values),
+                         None, cls.device_workers(values, action),
+                         lambda: cls._probe(values))
+
+    @classmethod
+    def _probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
         """The same configuration over a shorter horizon (solve: t_max ≤ 20; train: about
         5·10⁷/(m·d·batch) steps, between 2,000 and 200,000, so that the per-step work, not the
         set-up and the checkpoints' population losses, dominates the timing), without stopping
@@ -655,7 +671,7 @@ class Hermite(Model):
         return short
 
     @classmethod
-    def cost(cls, values: Mapping[str, Any]) -> float:
+    def _cost(cls, values: Mapping[str, Any]) -> float:
         """Flops-like estimate: ~7 gradient evaluations of O(m(m+P)d) per unit of GF time
         (solve, see the module docstring) plus O(batch·m·d) per SGD step (train)."""
         m, d, P = values["m"], values["d"], values["P"]
@@ -665,7 +681,7 @@ class Hermite(Model):
         return (solve + train) * 1e-9
 
     @classmethod
-    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+    def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
         """Over the ``T`` output times (solve: ``checkpoints + 1``; train: the distinct steps
         of :func:`log_steps`), float64 ``loss`` and ``loss_theory`` (time), ``overlap`` and
         ``norm`` (time, teacher), with ``save_params`` ``v`` (time, neuron, dim); per teacher

@@ -120,7 +120,7 @@ from ..errors import BadInput
 from ..kernel_distance import kernel_distance as shared_kernel_distance
 from ..records import record_grid
 from ..userfiles import read_npz
-from .base import Batch, Model, Progress, register, rng, var
+from .base import Batch, Footprint, Model, Progress, register, rng, var
 from .params import Param
 
 # -- linear algebra helpers (all accept leading batch axes) -----------------------------------
@@ -525,6 +525,10 @@ class Linear(Model):
         Param("checkpoints", "int", 101, "train: number of recorded steps (incl. 0 and last)",
               low=2),
     )
+    aliases: ClassVar[dict[str, dict[str, str]]] = {
+        "n_records": {"solve": "n_times", "train": "checkpoints"},
+    }
+    """The record vocabulary (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
             {"d": 3, "h": 3, "n": 4, "t_max": 1.0, "n_times": 5, "delta": -0.5},
@@ -543,15 +547,27 @@ class Linear(Model):
 
     # -- validation -------------------------------------------------------------------------
     @classmethod
-    def check(cls, action: str, values: dict[str, Any]) -> None:
+    def derive(cls, action: str, values: dict[str, Any]) -> None:
+        """A ``data`` file makes ``data_kind = file`` and sets ``n``, ``d`` and ``c`` to its
+        sizes; a 1×d ``beta_star`` with ``c = 1`` becomes the d×1 column; ``train`` records
+        at most ``steps + 1`` checkpoints."""
         if values.get("data") is not None:
             values["data_kind"] = "file"
-        if values["data_kind"] == "file":
-            if values.get("data") is None:
-                raise BadInput("parameter data: data_kind=file needs a data=FILE.npz")
+        if values["data_kind"] == "file" and values.get("data") is not None:
             content = load_npz(values["data"])
             values["n"], values["d"] = content["X"].shape
             values["c"] = content["y"].shape[1]
+        bs = values.get("beta_star")
+        if (bs is not None and values["data_kind"] != "file" and values["c"] == 1
+                and bs.shape == (1, values["d"])):
+            values["beta_star"] = bs.T.copy()
+        if action == "train" and values["checkpoints"] > values["steps"] + 1:
+            values["checkpoints"] = values["steps"] + 1
+
+    @classmethod
+    def check(cls, action: str, values: Mapping[str, Any]) -> None:
+        if values["data_kind"] == "file" and values.get("data") is None:
+            raise BadInput("parameter data: data_kind=file needs a data=FILE.npz")
         d, h, c = values["d"], values["h"], values["c"]
         if values["data_kind"] == "whitened" and values["n"] < d:
             raise BadInput(f"parameter n: whitened data (XᵀX = I_d) needs n >= d = {d}")
@@ -567,11 +583,8 @@ class Linear(Model):
             )
         if values.get("delta_spread", 0.0) != 0.0 and values["init"] != "neuron":
             raise BadInput("parameter delta_spread: applies to init=neuron only")
-        if bs is not None:
-            if bs.shape == (1, d) and c == 1:
-                values["beta_star"] = bs.T.copy()
-            elif bs.shape != (d, c):
-                raise BadInput(f"parameter beta_star: expected a {d}×{c} matrix, got {bs.shape}")
+        if bs is not None and bs.shape != (d, c):
+            raise BadInput(f"parameter beta_star: expected a {d}×{c} matrix, got {bs.shape}")
         if values["init"] == "isotropic":
             delta = values["delta"]
             if delta > 0 and h > c:
@@ -584,11 +597,17 @@ class Linear(Model):
                     f"parameter delta: {delta:g} < 0 needs h <= d for an isotropic init "
                     f"(Δ = δI_h forces rank W = h); got h={h}, d={d}"
                 )
-        if action == "train" and values["checkpoints"] > values["steps"] + 1:
-            values["checkpoints"] = values["steps"] + 1
 
     @classmethod
-    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
+        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
+        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
+        return Footprint(cls._cost(values), cls._output_bytes(action, values),
+                         None, cls.device_workers(values, action),
+                         lambda: dict(values))
+
+    @classmethod
+    def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
         """Float64 throughout. Over the ``T`` output times (``solve``: ``n_times``; ``train``:
         the recorded steps of :func:`recorded_steps`) and, for ``solve``, the ``M`` methods (2
         for the isotropic depth-1 network, else 1): loss (M, T), beta (M, T, d, c) and
@@ -608,7 +627,7 @@ class Linear(Model):
         return 8.0 * (T * per_time + d * c)
 
     @classmethod
-    def cost(cls, values: Any) -> float:
+    def _cost(cls, values: Any) -> float:
         size = values["depth"] * values["h"] ** 2 + values["h"] * (values["d"] + values["c"])
         return float(size) * (1.0 + values["depth"]) / 100.0
 

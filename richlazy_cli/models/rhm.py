@@ -43,7 +43,7 @@ from ..errors import BadInput, Status
 from ..practice import hierarchy, nets
 from ..practice.metrics import accuracy, evaluate
 from ..records import record_grid
-from .base import Batch, Model, Progress, register, rng, var
+from .base import Batch, Footprint, Model, Progress, register, rng, var
 from .params import Param
 
 SCHEDULES = ("cosine_clamped", "cosine_torch", "constant")
@@ -99,6 +99,8 @@ class RHM(Model):
               "evaluation epochs: 0, log-spaced ones and the last", low=2),
         *compute.run_params("seed of rules, split, initialisation and batches"),
     )
+    aliases: ClassVar[dict[str, dict[str, str]]] = {"n_records": {"train": "n_checkpoints"}}
+    """The record vocabulary (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (
             {"L": 2, "width": 16, "epochs": 3, "test_size": 100, "train_fraction": 0.3,
@@ -133,7 +135,15 @@ class RHM(Model):
                 f"{P - values['test_size']} are available")
 
     @classmethod
-    def cost(cls, values: Mapping[str, Any]) -> float:
+    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
+        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
+        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
+        return Footprint(cls._cost(values), cls._output_bytes(action, values),
+                         cls._working_bytes(action, values), cls.device_workers(values, action),
+                         lambda: cls._probe(values))
+
+    @classmethod
+    def _cost(cls, values: Mapping[str, Any]) -> float:
         P = hierarchy.p_max(values["n_classes"], values["m"], values["s"], values["L"])
         w, d = values["width"], values["s"] ** values["L"] * values["v"]
         macs = d * w + (values["hidden_layers"] - 1) * w * w + w * values["n_classes"]
@@ -146,19 +156,19 @@ class RHM(Model):
         return (train + evaluate) / 1e9
 
     @classmethod
-    def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+    def _probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
         """The same configuration for at most 5 epochs (the cost is linear in the epochs)."""
         return {**values, "epochs": min(int(values["epochs"]), 5)}
 
     @classmethod
-    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+    def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
         """Three float64 curves over the checkpoint epochs, the final test accuracy and the
         training-set size."""
         n_ck = checkpoint_epochs(int(values["epochs"]), int(values["n_checkpoints"])).size
         return 8.0 * (3 * n_ck + 2)
 
     @classmethod
-    def working_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+    def _working_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
         """Peak memory of one configuration: the network's ``d·w + (H-1)·w² + w·n_c``
         weights (and biases) four times (weights, gradients, momentum, the initial copy),
         the enumerated inputs (``P_max`` strings of ``s^L`` int64 symbols with labels), the

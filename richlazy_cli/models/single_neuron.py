@@ -34,6 +34,7 @@ benchmarks and tests call them directly.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -46,7 +47,7 @@ from ..kernel_distance import kernel_distance as shared_kernel_distance
 from ..records import record_grid
 from ._single_neuron_extras import extra_outputs, hessian_map_defect  # noqa: F401 (re-export)
 from ._single_neuron_halves import _halves
-from .base import Batch, Model, Progress, register, var
+from .base import Batch, Footprint, Model, Progress, register, var
 from .params import Param
 
 WHITENING_TOL = 1e-12
@@ -581,6 +582,8 @@ class SingleNeuron(Model):
               "rho < 1 (Azulay Thm 4) needs X, y and method=numeric",
               low=0.0, high=1.0),
     )
+    aliases: ClassVar[dict[str, dict[str, str]]] = {"n_records": {"solve": "n_times"}}
+    """The record vocabulary (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
             {"delta": 1.0, "t_max": 2.0, "n_times": 11},
@@ -596,7 +599,15 @@ class SingleNeuron(Model):
 
     # -- validation ------------------------------------------------------------------------
     @classmethod
-    def output_bytes(cls, action: str, values: dict[str, Any]) -> float | None:
+    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
+        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
+        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
+        return Footprint(cls._cost(values), cls._output_bytes(action, values),
+                         None, cls.device_workers(values, action),
+                         lambda: dict(values))
+
+    @classmethod
+    def _output_bytes(cls, action: str, values: dict[str, Any]) -> float | None:
         """Whitened data without a leak: ten float64 trajectories over (method, time), two of
         them over ``dim`` too (a, mu, phi, loss, kernel_distance, delta_t, nu, upsilon; w,
         beta), and two scalars (basin_score, a_inf_sign). Other cases are not declared."""
@@ -607,7 +618,51 @@ class SingleNeuron(Model):
         return 8.0 * (methods * int(values["n_times"]) * per_time + 2)
 
     @classmethod
-    def check(cls, action: str, values: dict[str, Any]) -> None:
+    def derive(cls, action: str, values: dict[str, Any]) -> None:
+        """Azulay's ``alpha`` and ``s`` (with ``beta0``'s direction) give ``a0`` and ``w0``
+        (:func:`~richlazy_cli.models.fc_neuron.fc_init`); ``a0`` and ``w0`` give ``delta``
+        and ``beta0``. BadInput where the start is contradictory or incomplete."""
+        d = int(values["d"])
+
+        def length(name: str) -> None:
+            n = np.asarray(values[name]).shape[0]
+            if n != d:
+                raise BadInput(f"parameter {name}: expected {d} values (d = {d}), got {n}")
+
+        alpha, shape = values.get("alpha"), values.get("s")
+        if (alpha is None) != (shape is None):
+            raise BadInput("parameter alpha: Azulay's alpha and s must be given together")
+        if alpha is not None:
+            if values.get("a0") is not None or values.get("w0") is not None:
+                raise BadInput("parameter alpha: give either alpha and s, or a0 and w0")
+            length("beta0")
+            u = np.asarray(values["beta0"], dtype=float)
+            if not np.any(u):
+                raise BadInput("parameter beta0: with alpha and s, beta0 gives the direction of "
+                               "w0 and must be nonzero")
+            from .fc_neuron import fc_init
+
+            a_fc, w_fc, _ = fc_init(float(alpha), float(shape), u)
+            values["a0"], values["w0"] = a_fc, w_fc
+        a0, w0 = values.get("a0"), values.get("w0")
+        if (a0 is None) != (w0 is None):
+            raise BadInput(
+                "parameter a0: a0 and w0 must be given together (or neither, to start from "
+                "beta0 and delta)"
+            )
+        if a0 is not None:
+            length("w0")
+            w0 = np.asarray(w0, dtype=float)
+            if a0 == 0 and not np.any(w0):
+                raise BadInput(
+                    "parameter w0: a0 = 0 with w0 = 0 is the saddle at the origin; give a nonzero"
+                    " start"
+                )
+            values["delta"] = float(values["eta_w"] * a0 * a0 - values["eta_a"] * (w0 @ w0))
+            values["beta0"] = a0 * w0
+
+    @classmethod
+    def check(cls, action: str, values: Mapping[str, Any]) -> None:
         d = int(values["d"])
         X, y = values.get("X"), values.get("y")
         method = values["method"]
@@ -670,38 +725,7 @@ class SingleNeuron(Model):
             if not np.any(np.asarray(values["beta_star"])):
                 raise BadInput("parameter beta_star: must be nonzero")
 
-        alpha, shape = values.get("alpha"), values.get("s")
-        if (alpha is None) != (shape is None):
-            raise BadInput("parameter alpha: Azulay's alpha and s must be given together")
-        if alpha is not None:
-            if values.get("a0") is not None or values.get("w0") is not None:
-                raise BadInput("parameter alpha: give either alpha and s, or a0 and w0")
-            length("beta0")
-            u = np.asarray(values["beta0"], dtype=float)
-            if not np.any(u):
-                raise BadInput("parameter beta0: with alpha and s, beta0 gives the direction of "
-                               "w0 and must be nonzero")
-            from .fc_neuron import fc_init
-
-            a_fc, w_fc, _ = fc_init(float(alpha), float(shape), u)
-            values["a0"], values["w0"] = a_fc, w_fc
-        a0, w0 = values.get("a0"), values.get("w0")
-        if (a0 is None) != (w0 is None):
-            raise BadInput(
-                "parameter a0: a0 and w0 must be given together (or neither, to start from "
-                "beta0 and delta)"
-            )
-        if a0 is not None:
-            length("w0")
-            w0 = np.asarray(w0, dtype=float)
-            if a0 == 0 and not np.any(w0):
-                raise BadInput(
-                    "parameter w0: a0 = 0 with w0 = 0 is the saddle at the origin; give a nonzero"
-                    " start"
-                )
-            values["delta"] = float(values["eta_w"] * a0 * a0 - values["eta_a"] * (w0 @ w0))
-            values["beta0"] = a0 * w0
-        else:
+        if values.get("a0") is None:  # not derived from a0 and w0 (derive)
             length("beta0")
             if not np.any(np.asarray(values["beta0"])) and values["delta"] <= 0:
                 raise BadInput(
@@ -710,7 +734,7 @@ class SingleNeuron(Model):
                 )
 
     @classmethod
-    def cost(cls, values: Any) -> float:
+    def _cost(cls, values: Any) -> float:
         if values["method"] == "exact":
             return 1.0
         if float(values.get("leak", 1.0)) < 1.0:

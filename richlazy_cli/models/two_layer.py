@@ -55,7 +55,7 @@ from ..records import record_grid
 from . import _two_layer_data as tl_data
 from . import _two_layer_geometry as geo
 from . import _two_layer_kernels as kern
-from .base import Batch, Model, Progress, register, var
+from .base import Batch, Footprint, Model, Progress, register, var
 from .params import Param
 
 PROBE_STEPS = 200
@@ -152,6 +152,11 @@ class TwoLayer(Model):
     implementations: ClassVar[tuple[Implementation, ...]] = IMPLEMENTATIONS
     implementation_aliases: ClassVar[dict[str, dict[str, dict[str, tuple[str, ...]]]]] = {
         "train": {"backend": {"numpy": ("numba",), "torch": ("torch",)}}}
+    aliases: ClassVar[dict[str, dict[str, str]]] = {
+        "n_records": {"train": "n_checkpoints"},
+        "records": {"train": "checkpoints"},
+    }
+    """The record vocabulary (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (
             {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
@@ -166,7 +171,12 @@ class TwoLayer(Model):
     }
 
     @classmethod
-    def check(cls, action: str, values: dict[str, Any]) -> None:
+    def derive(cls, action: str, values: dict[str, Any]) -> None:
+        """With ``data = npz``: ``n`` and ``n_test`` are the file's sizes."""
+        tl_data.derive_data(values)
+
+    @classmethod
+    def check(cls, action: str, values: Mapping[str, Any]) -> None:
         if values["symmetrize"] and values["h"] % 2:
             raise BadInput(f"parameter h: {values['h']} must be even when symmetrize is true")
         ck = values.get("checkpoints")
@@ -177,7 +187,15 @@ class TwoLayer(Model):
         tl_data.check_data(values)
 
     @classmethod
-    def probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
+        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
+        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
+        return Footprint(cls._cost(values), cls._output_bytes(action, values),
+                         None, cls.device_workers(values, action),
+                         lambda: cls._probe(values))
+
+    @classmethod
+    def _probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
         """The same configuration for at most 200 steps (the cost is linear in the steps)."""
         short = dict(values)
         short["steps"] = min(int(values["steps"]), PROBE_STEPS)
@@ -188,7 +206,7 @@ class TwoLayer(Model):
         return short
 
     @classmethod
-    def cost(cls, values: Mapping[str, Any]) -> float:
+    def _cost(cls, values: Mapping[str, Any]) -> float:
         n, d, h = values["n"], values["d"], values["h"]
         n_ck = len(checkpoint_steps(values["steps"], values["n_checkpoints"],
                                     values.get("checkpoints")))
@@ -196,7 +214,7 @@ class TwoLayer(Model):
         return (4.0 * n * d * h * values["steps"] + n_ck * per_ck) / 1e9
 
     @classmethod
-    def output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+    def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
         """Over the checkpoints (``n_ck`` of :func:`checkpoint_steps`), float64: the six
         metrics (train_loss, test_loss, kernel_distance, hamming_distance, param_distance,
         time), direction_change and preconditioner_drift, teacher_alignment (``data =
