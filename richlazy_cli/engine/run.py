@@ -46,7 +46,7 @@ from threadpoolctl import threadpool_limits
 from ..errors import BadInput, ExitCode, Status
 from ..models.base import Progress
 from ..models.params import jsonable
-from . import interrupts
+from . import interrupts, startup
 from .assemble import Assembler
 from .chunk import ChunkResult, ChunkTask, compute_chunk, load_native
 from .fingerprint import InputChanged, InputGuard
@@ -126,9 +126,9 @@ class Estimate:
     """One-off time of the first call (numba compilation, imports), excluded from
     ``seconds``: each worker pays it once."""
     startup_seconds: float = 0.0
-    """Starting up: an interpreter importing the engine and the model, measured, once for the
-    command itself and once more for its worker processes when it has some (for the short runs
-    whose wall time it would dominate; 0 when not measured)."""
+    """The fixed costs, measured (:mod:`.startup`): the command's own start, its final write,
+    and, for the short runs whose wall time they would dominate, its worker processes' start
+    (0 when not measured)."""
 
     @property
     def wall_seconds(self) -> float:
@@ -155,24 +155,7 @@ def _when(s: float) -> str:
 
 
 STARTUP_BELOW = 600.0
-"""Runs estimated below this many seconds also get their start-up measured."""
-
-
-def worker_startup(model: str) -> float:
-    """Seconds for a fresh interpreter to import the engine and ``model``'s module, as a loky
-    or Dask worker does before its first chunk."""
-    import subprocess
-    import sys
-
-    code = ("import richlazy_cli.engine.chunk as c; from richlazy_cli.models.base import "
-            f"get_model; get_model({model!r})")
-    start = time.perf_counter()
-    try:
-        subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120,
-                       check=False)
-    except (OSError, subprocess.SubprocessError):
-        return 0.0
-    return time.perf_counter() - start
+"""Runs estimated below this many seconds also get their worker pool's start measured."""
 
 
 @dataclass
@@ -603,6 +586,7 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
         pending = np.zeros(max(job.grid.size, 1), dtype=bool)
         for chunk in plan.chunks:
             pending[chunk] = True
+    command = startup.command_startup(job.model.name)  # before the probe: what a run pays too
     total, cheapest = pending_cost(job, pending)
     probe_values = probe_of(job, cheapest)
     probe_cost = job.model.cost(probe_values)
@@ -610,16 +594,19 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
         job.model.name, job.action, np.array([cheapest]), [probe_values], checked=True,
     )
     timings: list[float] = []
-    while len(timings) < 2:
-        start = time.perf_counter()
-        result = compute_chunk(task, job.base)
-        timings.append(time.perf_counter() - start)
-        if timings[0] >= PROBE_REPEAT_BELOW:
-            break
+    share = startup.CpuShare()  # the share of a core the probe gets on this machine now
+    with share:
+        while len(timings) < 2:
+            start = time.perf_counter()
+            result = compute_chunk(task, job.base)
+            timings.append(time.perf_counter() - start)
+            if timings[0] >= PROBE_REPEAT_BELOW:
+                break
     probe = timings[-1]
     compile_seconds = max(0.0, timings[0] - timings[-1]) if len(timings) > 1 else 0.0
     scale = total / probe_cost if probe_cost > 0 else float(plan.pending)
     per_cost = probe / probe_cost if probe_cost > 0 else probe
+    per_chunk = 0.0  # seconds a chunk costs whatever its points and length (its set-up)
     chunk_points = 1
     first = [int(i) for i in plan.chunks[0][:PROBE_CHUNK]]
     if len(first) > 1 and len(timings) > 1 and plan.chunk_size > 1:
@@ -633,18 +620,27 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
             compute_chunk(together, job.base)
             elapsed = time.perf_counter() - start
             if elapsed < probe * len(first):  # vectorised: cheaper per point than alone
-                per_cost, chunk_points, probe = elapsed / costs, len(first), elapsed
-    seconds = per_cost * total if probe_cost > 0 else probe * scale
+                per_cost, chunk_points = elapsed / costs, len(first)
+                # one point alone and the chunk together share a set-up that the model's cost
+                # does not scale (data, initial kernels): the two times split it off
+                marginal = (elapsed - probe) / (costs - probe_cost) if costs > probe_cost else 0
+                if 0 < marginal < per_cost:
+                    per_cost, per_chunk = marginal, probe - marginal * probe_cost
+                probe = elapsed
+    seconds = per_cost * total + per_chunk * len(plan.chunks) if probe_cost > 0 \
+        else probe * scale
     probe_bytes = 0.0
     if result.data is not None:
         probe_bytes = float(sum(item.nbytes for item in result.data.data_vars.values()))
-    seconds /= plan.workers
-    startup = 0.0
-    if seconds < STARTUP_BELOW:  # short runs: starting up is a good part of the wall time
-        # the command's own start, and (in parallel) its worker processes' (loky, Dask)
-        startup = worker_startup(job.model.name) * (2 if plan.workers > 1 else 1)
+    speedup = share.speedup(plan.workers)  # W workers on the cores that are free now
+    seconds /= speedup
+    # the fixed costs (engine/startup.py): the command's own start, its final write, and
+    # for short runs, where they are a good part of the wall time, its workers' start
+    fixed = command + startup.final_write(job, result)
+    if seconds < STARTUP_BELOW and plan.workers > 1:  # a pool of W, started and timed
+        fixed += startup.pool_startup(job.model.name, plan.workers)
     return Estimate(seconds, probe, chunk_points, plan.workers, probe_bytes, compile_seconds,
-                    startup)
+                    fixed)
 
 
 def _workers(job: Job, opts: RunOptions, size: int) -> int:
