@@ -542,13 +542,20 @@ PROBE_CHUNK = 16
 that a model that vectorises a chunk is timed vectorised, as the sweep will run it."""
 
 
-def pending_cost(job: Job, pending: np.ndarray | None) -> tuple[float, int]:
+def pending_cost(job: Job, pending: np.ndarray | None,
+                 costliest: list[Any] | None = None) -> tuple[float, int]:
     """The model's total cost of the ``pending`` points (a mask over the grid, or None for
-    all), and the cheapest of them, once per distinct case (:func:`.footprint.case_sum`)."""
+    all), and the cheapest of them, once per distinct case (:func:`.footprint.case_sum`).
+    A ``costliest`` list is set to ``[cost, values]`` of the costliest case (its values as
+    given, before the check)."""
 
     def run(values: Any) -> float:
+        raw = dict(values) if costliest is not None else None
         job.model.check(job.action, values)
-        return float(job.model.cost(values))
+        cost = float(job.model.cost(values))
+        if costliest is not None and (not costliest or cost > costliest[0]):
+            costliest[:] = [cost, raw]
+        return cost
 
     return case_sum(job, pending, run)
 
@@ -587,7 +594,8 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
         for chunk in plan.chunks:
             pending[chunk] = True
     command = startup.command_startup(job.model.name)  # before the probe: what a run pays too
-    total, cheapest = pending_cost(job, pending)
+    costliest: list[Any] = []
+    total, cheapest = pending_cost(job, pending, costliest)
     probe_values = probe_of(job, cheapest)
     probe_cost = job.model.cost(probe_values)
     task = ChunkTask(
@@ -627,8 +635,15 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
                 if 0 < marginal < per_cost:
                     per_cost, per_chunk = marginal, probe - marginal * probe_cost
                 probe = elapsed
-    seconds = per_cost * total + per_chunk * len(plan.chunks) if probe_cost > 0 \
-        else probe * scale
+    per_point = 0.0  # seconds a point costs whatever its cost (its set-up)
+    if chunk_points == 1 and len(timings) > 1 and costliest and plan.pending > 1:
+        # the costliest point too, shortened: a point's time is a set-up plus its cost's
+        # share, and probing the cheapest alone would scale its set-up by every cost
+        fit = _fit_two_points(job, probe, probe_cost, costliest)
+        if fit is not None:
+            per_point, per_cost = fit
+    seconds = (per_cost * total + per_chunk * len(plan.chunks) + per_point * plan.pending
+               if probe_cost > 0 else probe * scale)
     probe_bytes = 0.0
     if result.data is not None:
         probe_bytes = float(sum(item.nbytes for item in result.data.data_vars.values()))
@@ -641,6 +656,29 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
         fixed += startup.pool_startup(job.model.name, plan.workers)
     return Estimate(seconds, probe, chunk_points, plan.workers, probe_bytes, compile_seconds,
                     fixed)
+
+
+def _fit_two_points(job: Job, probe: float, probe_cost: float, costliest: list[Any]
+                    ) -> tuple[float, float] | None:
+    """(seconds per point, seconds per unit of cost) fitted through the cheapest point's probe
+    and the costliest's (shortened by the model's probe, timed once), or None where their
+    costs are too close to tell the two apart, the second probe would take over a minute, or
+    the fit is not positive."""
+    try:
+        values = job.model.probe(dict(costliest[1]))
+        job.model.check(job.action, values)
+    except (KeyError, TypeError, ValueError):
+        return None
+    cost = float(job.model.cost(values))
+    if not cost > 2 * probe_cost or probe / probe_cost * cost > PROBE_REPEAT_BELOW:
+        return None
+    task = ChunkTask(job.model.name, job.action, np.array([0]), [values], checked=True)
+    start = time.perf_counter()
+    compute_chunk(task, job.base)
+    elapsed = time.perf_counter() - start
+    per_cost = (elapsed - probe) / (cost - probe_cost)
+    per_point = probe - per_cost * probe_cost
+    return (per_point, per_cost) if per_cost > 0 and per_point >= 0 else None
 
 
 def _workers(job: Job, opts: RunOptions, size: int) -> int:

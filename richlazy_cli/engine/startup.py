@@ -18,8 +18,8 @@ A sweep's wall time is its computation (the probe's time scaled by the model's c
   (:func:`final_write`);
 * **the CPU share** (:class:`CpuShare`): on a machine other processes also load, the probe got
   only part of a core, and ``W`` workers get less than ``W`` times the probe's share. From the
-  fraction ``s`` of its runnable time the probe spent on a CPU (the kernel's scheduler
-  statistics) and the machine's idle fraction during the probe (``/proc/stat``), the other
+  fraction ``s`` of its wall time the probe did not spend waiting for a CPU (the kernel's
+  scheduler statistics) and the machine's idle fraction during the probe (``/proc/stat``), the other
   processes' demand ``L`` is inferred (``L = C / s - 1`` when no
   core was idle, under fair sharing of the ``C`` cores; else the busy cores besides the
   probe), and ``W`` workers are expected to run ``min(W, C W / (L + W)) / s`` times as fast
@@ -94,7 +94,8 @@ def _cpu_times() -> tuple[float, float] | None:
 
 def _sched() -> tuple[float, float]:
     """(seconds on a CPU, seconds runnable but waiting for one) of this process's main thread
-    since it started (``/proc/self/schedstat``); where absent, its CPU time and 0 waiting."""
+    since it started (``/proc/self/schedstat``); where absent, its CPU time and, as if it
+    never waited, 0."""
     try:
         ran, waited = Path("/proc/self/schedstat").read_text().split()[:2]
         return int(ran) / 1e9, int(waited) / 1e9
@@ -113,10 +114,10 @@ def cores() -> int:
 class CpuShare:
     """The CPU share the code in its ``with`` block got, and the machine's idle fraction.
 
-    ``share`` is the fraction of the time the main thread was runnable that it spent on a CPU
-    (the rest it waited for one, ``/proc/self/schedstat``): 1 on a free core, whatever the
-    code does (a probe that sleeps, reads or waits for a GPU is not slowed by other
-    processes); ``idle`` the fraction of all cores idle meanwhile (``/proc/stat``); both None
+    ``share`` is the fraction of the wall time the main thread did not spend waiting for a
+    CPU while runnable (``/proc/self/schedstat``): 1 on a free core, whatever the code does
+    (a probe that sleeps, reads or waits for a GPU is not slowed by other processes);
+    ``idle`` the fraction of all cores idle meanwhile (``/proc/stat``); both None
     until the block ends or where unmeasured."""
 
     share: float | None = None
@@ -135,10 +136,8 @@ class CpuShare:
         wall = time.perf_counter() - wall0
         if wall <= 0.05:  # too short to say anything: as if alone on a core
             return
-        sched1 = _sched()
-        ran, waited = sched1[0] - sched0[0], sched1[1] - sched0[1]
-        if ran + waited > 0:
-            self.share = min(1.0, max(0.05, ran / (ran + waited)))
+        waited = _sched()[1] - sched0[1]
+        self.share = min(1.0, max(0.05, 1.0 - waited / wall))
         stat1 = _cpu_times()
         if stat0 is not None and stat1 is not None and stat1[1] > stat0[1]:
             self.idle = (stat1[0] - stat0[0]) / (stat1[1] - stat0[1])
