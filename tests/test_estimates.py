@@ -11,6 +11,7 @@ docs/estimates.md; bench/estimates.py measures every job file).
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import time
@@ -81,3 +82,44 @@ def test_estimate_within_2x_of_the_measured_time(name: str, tmp_path: Path) -> N
     measured = time.perf_counter() - start
     assert run.returncode == 0, run.stderr
     assert 0.5 <= estimate / measured <= 2.0, (estimate, measured)
+
+
+def _values(model: str, **given: object) -> dict[str, object]:
+    from richlazy_cli.models.base import get_model
+
+    cls = get_model(model)
+    values = {p.name: p.default for p in cls.params}
+    values.update(given)
+    return values
+
+
+def test_two_layer_probe_keeps_the_runs_mix_of_steps_and_checkpoints() -> None:
+    """fig1a's run: 10⁶ steps of a tiny network, 101 log-spaced checkpoints (most of them in
+    the first 200 steps). Its probe: one GFLOP of steps (4 n d h each), with the checkpoints
+    thinned to the run's density (at least the first and the last), evenly spaced."""
+    from richlazy_cli.models.two_layer import PROBE_GFLOP, TwoLayer, checkpoint_steps
+
+    run = _values("two-layer", d=2, h=50, n=20, n_test=10000, steps=1_000_000,
+                  n_checkpoints=101)
+    probe = TwoLayer.probe(run)
+    steps = int(probe["steps"])
+    assert steps == math.ceil(PROBE_GFLOP / (4 * 20 * 2 * 50 / 1e9))
+    ck = checkpoint_steps(steps, int(probe["n_checkpoints"]), probe["checkpoints"])
+    run_ck = checkpoint_steps(1_000_000, 101, None)
+    assert ck[0] == 0 and ck[-1] == steps
+    assert len(ck) == max(2, round(len(run_ck) * steps / 1_000_000))
+    big = _values("two-layer", d=100, h=50, n=1000, steps=10000, n_checkpoints=21)
+    assert TwoLayer.probe(big)["steps"] == 200  # at least 200 steps
+
+
+def test_cnn_probe_runs_a_tenth_of_the_epochs_with_a_tenth_of_the_checkpoints() -> None:
+    from richlazy_cli.models.cnn import CNN, _checkpoints
+    from richlazy_cli.practice.data import TRAIN_SIZES
+
+    run = _values("cnn", dataset="digits", epochs=200, first_steps=10, batch=512)
+    probe = CNN.probe(run)
+    assert probe["epochs"] == 20 and probe["first_steps"] == 0
+    n = TRAIN_SIZES["digits"]
+    run_ck, probe_ck = _checkpoints(run, n).size, _checkpoints(probe, n).size
+    assert probe_ck == max(2, round(run_ck * 20 / 200))
+    assert CNN.probe({**run, "epochs": 2}) == {**run, "epochs": 2}  # short runs: unchanged

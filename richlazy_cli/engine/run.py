@@ -579,12 +579,14 @@ def probe_of(job: Job, flat: int) -> dict[str, Any]:
 
 
 def estimate(job: Job, plan: Plan) -> Estimate | None:
-    """Estimate the wall time of ``plan`` from one timed point and the model's cost.
+    """Estimate the wall time of ``plan`` from timed probes and the model's cost.
 
     The cheapest pending point (by :meth:`.Model.cost`, :func:`pending_cost`), shortened by
     :meth:`.Model.probe` (fewer steps, a shorter horizon), is computed here, alone; its time,
-    scaled by the total cost over its cost and divided among the workers, is the estimate.
-    Chunks vectorise several points per call, so a run is usually faster than this.
+    scaled by the total cost over its cost and divided by the workers' speed-up, is the
+    computation. The first chunk's points computed together, or else the costliest point
+    (:func:`_fit_two_points`), split off a set-up that the cost does not scale. The measured
+    fixed costs of :mod:`.startup` are added (docs/estimates.md, "What the estimate counts").
     """
     if not plan.chunks:
         return None
