@@ -9,8 +9,10 @@ one-off compilation, which it reports apart). Job files whose estimate exceeds
 estimate, the measured time, their ratio (target: within 2x either way) and the load average
 before the run, so that a loaded machine's figures can be read as such (docs/estimates.md).
 
-Run: ``.venv/bin/python bench/estimates.py [--limit 400] [JOB.toml ...]`` (default: every
-job file in jobs/).
+Run: ``.venv/bin/python bench/estimates.py [--limit 400] [--cheap] [--markdown] [JOB ...]``
+where a JOB is a job file or the name of one in jobs/ (``fig8``); default: every job file in
+jobs/, or with ``--cheap`` the set :data:`CHEAP` (about 10 minutes on a quiet 2-core machine).
+``--markdown`` prints the rows of docs/estimates.md's table instead of the aligned columns.
 """
 
 from __future__ import annotations
@@ -25,6 +27,19 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+CHEAP = ("single-neuron-delta", "fig7", "fig8", "azulay-fc", "azulay-diagonal-small",
+         "azulay-diagonal", "diagonal-k", "fig5a", "fig5b-small", "fig10-reduced", "fig1a",
+         "demo-two-layer", "linear-delta", "linear-b1-narrowing", "linear-b1-expanding",
+         "linear-b1-wide", "ren-fig2-small", "ren-unstable", "ren-heavy-tail")
+"""The job files whose sweep takes under a minute or so on a quiet 2-core machine."""
+
+
+def job_path(name: str) -> Path:
+    """A job file given as a path or as its name in jobs/."""
+    path = Path(name)
+    if path.suffix == ".toml" or path.exists():
+        return path
+    return ROOT / "jobs" / f"{name}.toml"
 
 
 def _richlazy(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -34,7 +49,7 @@ def _richlazy(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
 
 def measure(job: Path, limit: float, folder: Path) -> dict[str, object]:
     out = folder / f"{job.stem}.h5"
-    load = os.getloadavg()[0]
+    load = os.getloadavg()[0]  # before both: the bench's own previous run is in it too
     dry = _richlazy("sweep", "-c", str(job), "-o", str(out), "--dry-run", "--json",
                     "--jobs", "2", timeout=900)
     row: dict[str, object] = {"job": job.stem, "load": load}
@@ -57,16 +72,28 @@ def measure(job: Path, limit: float, folder: Path) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("jobs", nargs="*", type=Path)
+    parser.add_argument("jobs", nargs="*", help="job files, or their names in jobs/")
     parser.add_argument("--limit", type=float, default=400.0,
                         help="run only job files estimated below this many seconds")
+    parser.add_argument("--cheap", action="store_true", help="the cheap set (CHEAP)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="print markdown table rows (docs/estimates.md)")
     args = parser.parse_args()
-    jobs = args.jobs or sorted((ROOT / "jobs").glob("*.toml"))
-    print(f"{'job':28} {'estimate':>10} {'measured':>10} {'ratio':>7} {'of which':>8} load")
-    print(f"{'':28} {'s':>10} {'s':>10} {'':>7} {'start-up':>8}")
+    names = args.jobs or (list(CHEAP) if args.cheap else [])
+    jobs = [job_path(n) for n in names] or sorted((ROOT / "jobs").glob("*.toml"))
+    if args.markdown:
+        print("| job file | estimate (s) | measured (s) | estimate / measured "
+              "| of which start-up, write + compilation (s) | load |")
+        print("|---|---|---|---|---|---|")
+    else:
+        print(f"{'job':28} {'estimate':>10} {'measured':>10} {'ratio':>7} {'of which':>8} load")
+        print(f"{'':28} {'s':>10} {'s':>10} {'':>7} {'start-up':>8}")
     with tempfile.TemporaryDirectory() as scratch:
         for job in jobs:
             row = measure(job, args.limit, Path(scratch))
+            if args.markdown:
+                print(markdown_row(row), flush=True)
+                continue
             if "error" in row:
                 print(f"{row['job']:28} dry run failed: {row['error']}")
                 continue
@@ -78,7 +105,22 @@ def main() -> None:
             got = float(row["measured"])  # type: ignore[arg-type]
             print(f"{row['job']:28} {est:10.1f} {got:10.1f} {est / got:7.2f} "
                   f"{float(row['compile']):8.1f} {float(row['load']):.1f}"
-                  + ("" if row["exit"] == 0 else f"  (exit {row['exit']})"))
+                  + ("" if row["exit"] == 0 else f"  (exit {row['exit']})"), flush=True)
+
+
+def markdown_row(row: dict[str, object]) -> str:
+    """One row of docs/estimates.md's table."""
+    name, load = row["job"], f"{float(row['load']):.1f}"  # type: ignore[arg-type]
+    if "error" in row:
+        return f"| {name} | dry run failed: {row['error']} | | | | {load} |"
+    est, fixed = float(row["estimate"]), float(row["compile"])  # type: ignore[arg-type]
+    if "measured" not in row:
+        return (f"| {name} | {est:.1f} | not run (estimate above the limit) | "
+                f"| {fixed:.1f} | {load} |")
+    got = float(row["measured"])  # type: ignore[arg-type]
+    failed = "" if row["exit"] == 0 else f" (exit {row['exit']})"
+    return (f"| {name} | {est:.1f} | {got:.1f}{failed} | {est / got:.2f} | {fixed:.1f} "
+            f"| {load} |")
 
 
 if __name__ == "__main__":

@@ -117,7 +117,9 @@ def test_a_chunk_mixing_training_fractions_trains_each_size_apart() -> None:
     assert [gr.tolist() for gr in training_groups(ds.n_train.values, False)] == [
         [0], [1], [2], [3]]
     values = RHM.resolve("train", SMALL)
-    assert stackable(values, "cpu") and not stackable(values, "cuda")
+    assert stackable(values, "cpu") and stackable(values, "cuda")
+    unaligned = {**values, "width": int(values["width"]) + 1}  # rows no longer fill the line
+    assert not stackable(unaligned, "cpu") and stackable(unaligned, "cuda")  # a GPU stacks any
     for i, p in enumerate(pts):
         alone = train([p], **SMALL)
         for name in OUTPUTS:

@@ -4,6 +4,7 @@ of the earlier layout (``richlazy-1``) still open, report, verify and merge."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -171,3 +172,28 @@ def test_old_layout_files_open_verify_report_and_merge(files, tmp_path, cli) -> 
     again = _raw(tmp_path / "merged.h5")
     assert again.attrs["Conventions"] == CONVENTIONS and "solution_method" in again.dims
     assert [r["run"] for r in json.loads(again.attrs["richlazy_history"])] == ["start", "merge"]
+
+
+def test_report_takes_and_prints_the_names_in_the_file(files, tmp_path, cli) -> None:
+    """``--at``, ``--var`` and ``--x`` take the names a user reads in the file
+    (``solution_method``, ``step_time``) and, as before, the models' (``method``, ``time``);
+    ``summary.json`` names variables and dimensions as the file does."""
+    by_file = cli("report", files["sn"], "-o", tmp_path / "a", "--at",
+                  f"{RENAMES['method']}=exact", "-q")
+    assert by_file.code == 0, by_file.err
+    by_model = cli("report", files["sn"], "-o", tmp_path / "b", "--at", "method=exact", "-q")
+    assert by_model.code == 0, by_model.err
+    for folder in ("a", "b"):
+        summary = json.loads((tmp_path / folder / "summary.json").read_text())
+        dims = {dim for stats in summary["variables"]["sn"].values()
+                for arg in (stats["argmin"], stats["argmax"]) if arg for dim in arg}
+        assert RENAMES["method"] in dims and "method" not in dims
+    for name in ("step_time", "time"):
+        result = cli("report", files["two"], "-o", tmp_path / name, "--var", name, "-q")
+        assert result.code == 0, result.err
+        summary = json.loads((tmp_path / name / "summary.json").read_text())
+        assert list(summary["variables"]["two"]) == ["step_time"]
+        assert {f["var"] for f in summary["figures"]} == {"step_time"}
+    wrong = cli("report", files["sn"], "-o", tmp_path / "c", "--at", "nosuch=1")
+    assert wrong.code == 2 and RENAMES["method"] in wrong.err
+    assert not re.search(r"\bmethod\b", wrong.err)  # the dimensions listed as in the file

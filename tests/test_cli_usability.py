@@ -92,9 +92,11 @@ def test_dry_run_estimates_time_from_a_probe(tmp_path, toy_env, cli) -> None:
     assert "≈" in line and "probe of 1 point" in line
     data = json.loads(cli(*args, "--dry-run", "--json").out)
     estimate = data["estimate"]
-    # every point sleeps 0.25 s: 8 points on 2 workers, about 1 s
+    # every point sleeps 0.25 s: 8 points on 2 workers, about 1 s (up to 2 s where other
+    # processes keep a core busy: the workers then share the cores, engine/startup.py)
     assert 0.25 <= estimate["probe_seconds"] < 2.0
-    assert estimate["seconds"] == pytest.approx(8 * estimate["probe_seconds"] / 2)
+    serial = 8 * estimate["probe_seconds"]
+    assert serial / 2 * (1 - 1e-9) <= estimate["seconds"] <= serial
     assert not out.exists() and not Path(f"{out}.parts").exists()
 
 

@@ -22,6 +22,7 @@ import xarray as xr
 from matplotlib.collections import QuadMesh
 from matplotlib.colors import LogNorm, to_rgb
 
+from richlazy_cli.engine.cf import internal_name, user_name
 from richlazy_cli.engine.store import open_result  # the models' names (method)
 from richlazy_cli.errors import BadInput
 from richlazy_cli.report import build_report, summary_table
@@ -270,14 +271,15 @@ def test_summary_numbers_equal_direct_xarray(phase_file: Path, theory_file: Path
         stats = summary["variables"][path.stem]
         with open_result(path) as ds:
             names = [v for v in ds.data_vars if v not in ("status", "elapsed")]
-        assert sorted(stats) == sorted(names)
+        # summary.json names variables and dimensions as the file does (engine/cf.py)
+        assert sorted(stats) == sorted(user_name(n) for n in names)
         for name in names:
             da = direct_extremes(path, name)
-            s = stats[name]
+            s = stats[user_name(name)]
             assert s["min"] == float(da.min(skipna=True))
             assert s["max"] == float(da.max(skipna=True))
             for key in ("min", "max"):
-                at = s["arg" + key]
+                at = {internal_name(d): v for d, v in s["arg" + key].items()}
                 assert set(at) == set(da.dims)
                 index = {d: int(np.flatnonzero(da[d].values == v)[0]) for d, v in at.items()}
                 assert float(da.isel(index)) == s[key]

@@ -483,7 +483,8 @@ def test_stacking_check_does_not_depend_on_the_callers_blas_threads() -> None:
 
 
 def test_a_dry_run_times_a_short_probe_of_a_long_run(cli: Any, tmp_path: Any) -> None:
-    """The estimate of a 10⁶-step sweep comes from a 200-step probe, in seconds."""
+    """The estimate of a 10⁶-step sweep comes from a short probe (here 10⁴ steps: one GFLOP of
+    steps, two_layer.PROBE_GFLOP), in seconds."""
     import time
 
     start = time.perf_counter()

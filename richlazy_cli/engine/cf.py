@@ -219,3 +219,23 @@ def from_cf(ds: xr.Dataset) -> xr.Dataset:
 def file_view(ds: xr.Dataset) -> xr.Dataset:
     """What a user sees of an internal result: the CF layout, history as text."""
     return to_cf(ds)
+
+
+USER_NAMES = {**RENAMES, **DATA_RENAMES}
+"""Internal name → the name a user sees in the file (and gives to ``report``)."""
+INTERNAL_NAMES = {new: old for old, new in USER_NAMES.items()}
+"""The name in the file → the internal name (the inverse of :data:`USER_NAMES`)."""
+
+
+def internal_name(name: str) -> str:
+    """The internal name of a dimension or variable a user names as the file does
+    (``solution_method`` → ``method``); an internal or unknown name is returned as given."""
+    return INTERNAL_NAMES.get(name, name)
+
+
+def user_name(name: str, *, dimension: bool = False) -> str:
+    """The name the file gives to an internal variable (``rank`` → ``sv_index``, the data
+    variable ``time`` → ``step_time``) or, with ``dimension``, to an internal dimension
+    (``method`` → ``solution_method``; a dimension ``time`` keeps its name); other names are
+    returned as given."""
+    return (RENAMES if dimension else USER_NAMES).get(name, name)

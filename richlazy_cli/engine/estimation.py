@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from . import startup
 from .chunk import ChunkTask, compute_chunk
 from .footprint import case_sum
 from .job import Job
@@ -34,9 +35,9 @@ class Estimate:
     """One-off time of the first call (numba compilation, imports), excluded from
     ``seconds``: each worker pays it once."""
     startup_seconds: float = 0.0
-    """Starting up: an interpreter importing the engine and the model, measured, once for the
-    command itself and once more for its worker processes when it has some (for the short runs
-    whose wall time it would dominate; 0 when not measured)."""
+    """The fixed costs, measured (:mod:`.startup`): the command's own start, its final write,
+    and, for the short runs whose wall time they would dominate, its worker processes' start
+    (0 when not measured)."""
 
     @property
     def wall_seconds(self) -> float:
@@ -63,24 +64,7 @@ def _when(s: float) -> str:
 
 
 STARTUP_BELOW = 600.0
-"""Runs estimated below this many seconds also get their start-up measured."""
-
-
-def worker_startup(model: str) -> float:
-    """Seconds for a fresh interpreter to import the engine and ``model``'s module, as a loky
-    or Dask worker does before its first chunk."""
-    import subprocess
-    import sys
-
-    code = ("import richlazy_cli.engine.chunk as c; from richlazy_cli.models.base import "
-            f"get_model; get_model({model!r})")
-    start = time.perf_counter()
-    try:
-        subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120,
-                       check=False)
-    except (OSError, subprocess.SubprocessError):
-        return 0.0
-    return time.perf_counter() - start
+"""Runs estimated below this many seconds also get their worker pool's start measured."""
 
 
 PROBE_REPEAT_BELOW = 60.0
@@ -93,12 +77,18 @@ PROBE_CHUNK = 16
 that a model that vectorises a chunk is timed vectorised, as the sweep will run it."""
 
 
-def pending_cost(job: Job, pending: np.ndarray | None) -> tuple[float, int]:
+def pending_cost(job: Job, pending: np.ndarray | None,
+                 costliest: list[Any] | None = None) -> tuple[float, int]:
     """The model's total cost of the ``pending`` points (a mask over the grid, or None for
-    all), and the cheapest of them, once per distinct case (:func:`.footprint.case_sum`)."""
+    all), and the cheapest of them, once per distinct case (:func:`.footprint.case_sum`).
+    A ``costliest`` list is set to ``[cost, values]`` of the costliest case (its values
+    prepared)."""
 
     def run(values: Any) -> float:
-        return float(job.footprint_of(values).cost)
+        cost = float(job.footprint_of(values).cost)
+        if costliest is not None and (not costliest or cost > costliest[0]):
+            costliest[:] = [cost, dict(values)]
+        return cost
 
     return case_sum(job, pending, run)
 
@@ -116,13 +106,15 @@ def probe_of(job: Job, flat: int) -> dict[str, Any]:
 
 
 def estimate(job: Job, plan: Plan) -> Estimate | None:
-    """Estimate the wall time of ``plan`` from one timed point and the model's cost.
+    """Estimate the wall time of ``plan`` from timed probes and the model's cost.
 
     The cheapest pending point (by the model's cost, :func:`pending_cost`), shortened by its
     probe (fewer steps, a shorter horizon; both from :meth:`.Model.footprint`), is computed
-    here, alone; its time, scaled by the total cost over its cost and divided among the
-    workers, is the estimate. Chunks vectorise several points per call, so a run is usually
-    faster than this.
+    here, alone; its time, scaled by the total cost over its cost and divided by the workers'
+    speed-up, is the computation. The first chunk's points computed together, or else the
+    costliest point (:func:`_fit_two_points`), split off a set-up that the cost does not
+    scale. The measured fixed costs of :mod:`.startup` are added (docs/estimates.md, "What
+    the estimate counts").
     """
     if not plan.chunks:
         return None
@@ -131,23 +123,28 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
         pending = np.zeros(max(job.grid.size, 1), dtype=bool)
         for chunk in plan.chunks:
             pending[chunk] = True
-    total, cheapest = pending_cost(job, pending)
+    command = startup.command_startup(job.model.name)  # before the probe: what a run pays too
+    costliest: list[Any] = []
+    total, cheapest = pending_cost(job, pending, costliest)
     probe_values = probe_of(job, cheapest)
     probe_cost = job.model.footprint(job.action, probe_values).cost
     task = ChunkTask(
         job.model.name, job.action, np.array([cheapest]), [probe_values], checked=True,
     )
     timings: list[float] = []
-    while len(timings) < 2:
-        start = time.perf_counter()
-        result = compute_chunk(task, job.base)
-        timings.append(time.perf_counter() - start)
-        if timings[0] >= PROBE_REPEAT_BELOW:
-            break
+    share = startup.CpuShare()  # the share of a core the probe gets on this machine now
+    with share:
+        while len(timings) < 2:
+            start = time.perf_counter()
+            result = compute_chunk(task, job.base)
+            timings.append(time.perf_counter() - start)
+            if timings[0] >= PROBE_REPEAT_BELOW:
+                break
     probe = timings[-1]
     compile_seconds = max(0.0, timings[0] - timings[-1]) if len(timings) > 1 else 0.0
     scale = total / probe_cost if probe_cost > 0 else float(plan.pending)
     per_cost = probe / probe_cost if probe_cost > 0 else probe
+    per_chunk = 0.0  # seconds a chunk costs whatever its points and length (its set-up)
     chunk_points = 1
     first = [int(i) for i in plan.chunks[0][:PROBE_CHUNK]]
     if len(first) > 1 and len(timings) > 1 and plan.chunk_size > 1:
@@ -161,15 +158,55 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
             compute_chunk(together, job.base)
             elapsed = time.perf_counter() - start
             if elapsed < probe * len(first):  # vectorised: cheaper per point than alone
-                per_cost, chunk_points, probe = elapsed / costs, len(first), elapsed
-    seconds = per_cost * total if probe_cost > 0 else probe * scale
+                per_cost, chunk_points = elapsed / costs, len(first)
+                # one point alone and the chunk together share a set-up that the model's cost
+                # does not scale (data, initial kernels): the two times split it off
+                marginal = (elapsed - probe) / (costs - probe_cost) if costs > probe_cost else 0
+                if 0 < marginal < per_cost:
+                    per_cost, per_chunk = marginal, probe - marginal * probe_cost
+                probe = elapsed
+    per_point = 0.0  # seconds a point costs whatever its cost (its set-up)
+    if chunk_points == 1 and len(timings) > 1 and costliest and plan.pending > 1:
+        # the costliest point too, shortened: a point's time is a set-up plus its cost's
+        # share, and probing the cheapest alone would scale its set-up by every cost
+        fit = _fit_two_points(job, probe, probe_cost, costliest)
+        if fit is not None:
+            per_point, per_cost = fit
+    seconds = (per_cost * total + per_chunk * len(plan.chunks) + per_point * plan.pending
+               if probe_cost > 0 else probe * scale)
     probe_bytes = 0.0
     if result.data is not None:
         probe_bytes = float(sum(item.nbytes for item in result.data.data_vars.values()))
-    seconds /= plan.workers
-    startup = 0.0
-    if seconds < STARTUP_BELOW:  # short runs: starting up is a good part of the wall time
-        # the command's own start, and (in parallel) its worker processes' (loky, Dask)
-        startup = worker_startup(job.model.name) * (2 if plan.workers > 1 else 1)
+    speedup = share.speedup(plan.workers)  # W workers on the cores that are free now
+    seconds /= speedup
+    # the fixed costs (engine/startup.py): the command's own start, its final write, and
+    # for short runs, where they are a good part of the wall time, its workers' start
+    fixed = command + startup.final_write(job, result)
+    if seconds < STARTUP_BELOW and plan.workers > 1:  # a pool of W, started and timed
+        fixed += startup.pool_startup(job.model.name, plan.workers)
     return Estimate(seconds, probe, chunk_points, plan.workers, probe_bytes, compile_seconds,
-                    startup)
+                    fixed)
+
+
+def _fit_two_points(job: Job, probe: float, probe_cost: float, costliest: list[Any]
+                    ) -> tuple[float, float] | None:
+    """(seconds per point, seconds per unit of cost) fitted through the cheapest point's probe
+    and the costliest's (shortened by the model's probe, timed once), or None where their
+    costs are too close to tell the two apart, the second probe would take over a minute, or
+    the fit is not positive."""
+    prepared = dict(costliest[1])
+    try:
+        values = job.model.footprint(job.action, prepared).probe or prepared
+        job.model.check(job.action, values)
+    except (KeyError, TypeError, ValueError):
+        return None
+    cost = float(job.model.footprint(job.action, values).cost)
+    if not cost > 2 * probe_cost or probe / probe_cost * cost > PROBE_REPEAT_BELOW:
+        return None
+    task = ChunkTask(job.model.name, job.action, np.array([0]), [values], checked=True)
+    start = time.perf_counter()
+    compute_chunk(task, job.base)
+    elapsed = time.perf_counter() - start
+    per_cost = (elapsed - probe) / (cost - probe_cost)
+    per_point = probe - per_cost * probe_cost
+    return (per_point, per_cost) if per_cost > 0 and per_point >= 0 else None

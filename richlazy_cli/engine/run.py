@@ -31,7 +31,7 @@ from ..models.params import jsonable
 from . import interrupts
 from .assemble import Assembler
 from .chunk import ChunkResult
-from .estimation import Estimate, estimate, pending_cost, probe_of, worker_startup
+from .estimation import Estimate, estimate, pending_cost, probe_of
 from .executors import dispatch, open_route
 from .fingerprint import InputChanged, InputGuard
 from .footprint import OutputSize, check_memory, declared_size, overhead
@@ -53,7 +53,7 @@ from .store import provenance
 
 __all__ = ["Backend", "Estimate", "Plan", "RunOptions", "RunOutcome", "auto_chunk_size",
            "default_jobs", "dispatch", "estimate", "execute", "jobs_warning", "make_plan",
-           "open_route", "pending_cost", "probe_of", "worker_startup"]
+           "open_route", "pending_cost", "probe_of"]
 
 BACKENDS = tuple(b.value for b in Backend)
 

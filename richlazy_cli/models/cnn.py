@@ -161,15 +161,39 @@ class CNN(Model):
         n_probe = values["probe_fraction"] * n_train
         n_ck = _checkpoints(values, int(n_train)).size
         n_test = 0.25 * n_train
-        # per checkpoint: the losses and accuracies, and the NTK's backward passes and Grams
-        metrics = 2 * macs * (n_train + n_test) + 20 * n_probe * (macs + n_probe * n_params)
+        # per checkpoint: the losses and accuracies, and the NTK built layer by layer
+        # (practice/ntk.py): one backward pass per logit, each convolution's per-example
+        # gradients (its MACs again), and the Grams of width c x weights (convolutions) or
+        # c x outputs + inputs (dense layers), not one Gram of the whole Jacobian
+        c = 10.0
+        try:
+            shapes = nets.network(values["arch"], shape, values.get("first_kernel")).shapes
+            width = sum(c * math.prod(s) if len(s) > 2 else c * s[0] + s[1]
+                        for s in shapes.values() if len(s) >= 2)
+        except Exception:  # a shape the networks refuse: the check says so, not the cost
+            width = c * n_params
+        if values["kernel"] == "full":
+            width *= c
+        metrics = (2 * macs * (n_train + n_test) + 3 * c * macs * n_probe
+                   + 2 * n_probe * n_probe * width)
         return (train + n_ck * metrics) / 1e9
 
     @classmethod
     def _probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The same configuration for at most 2 epochs (:meth:`cost` is linear in the epochs
-        and counts the metrics at the probe's own checkpoints)."""
-        return {**values, "epochs": min(int(values["epochs"]), 2)}
+        """A tenth of the epochs (at least 2) with a tenth of the checkpoints (at least the
+        first and the last), evenly spaced: the same mix of training steps and checkpoint
+        metrics as the run, so that the probe's time per unit of :meth:`_cost` is the run's
+        (a training step runs at a few times fewer flop/s than the kernel's Gram products,
+        so a probe made mostly of the first steps' checkpoints undercounts the training)."""
+        epochs = int(values["epochs"])
+        short = min(epochs, max(2, math.ceil(epochs / 10)))
+        if short == epochs:
+            return dict(values)
+        n_train = sources.TRAIN_SIZES.get(str(values["dataset"]), 4000)
+        n_ck = _checkpoints(values, int(n_train)).size
+        inner = max(0, round(n_ck * short / epochs) - 2)  # besides step 0 and the last
+        listed = np.unique(np.linspace(1, short, inner + 2)[1:-1].round().astype(np.int64))
+        return {**values, "epochs": short, "first_steps": 0, "checkpoints": listed.tolist()}
 
     @classmethod
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:

@@ -59,7 +59,10 @@ from .base import Batch, Footprint, Model, Progress, register, var
 from .params import Param
 
 PROBE_STEPS = 200
-"""Steps of the configuration that ``sweep --dry-run`` times (:meth:`TwoLayer.probe`)."""
+"""Fewest steps of the configuration that ``sweep --dry-run`` times (:meth:`TwoLayer.probe`)."""
+PROBE_GFLOP = 1.0
+"""A dry run's probe trains for at least :data:`PROBE_STEPS` steps and as many as this many
+GFLOP of steps (the cost's 4 n d h per step): a fraction of a second on one core."""
 
 DIVERGENCE_FACTOR = 1e6
 """A configuration diverges when its loss exceeds this multiple of its initial loss."""
@@ -196,13 +199,23 @@ class TwoLayer(Model):
 
     @classmethod
     def _probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The same configuration for at most 200 steps (the cost is linear in the steps)."""
+        """The same configuration for fewer steps: at least 200, and as many as one
+        GFLOP of training steps (:data:`PROBE_GFLOP`), with the run's density of checkpoints
+        (evenly spaced, at least the first and the last). A probe of a run's first steps
+        alone would hold most of its log-spaced checkpoints, whose metrics run at other
+        flop rates than the steps: the probe's mix of steps and checkpoints is the run's, so
+        that its time per unit of :meth:`_cost` is the run's."""
         short = dict(values)
-        short["steps"] = min(int(values["steps"]), PROBE_STEPS)
-        if values.get("checkpoints") is not None:
-            ck = np.asarray(values["checkpoints"])
-            short["checkpoints"] = ck[ck <= short["steps"]] if np.any(ck <= short["steps"]) \
-                else np.array([0], dtype=np.int64)
+        steps = int(values["steps"])
+        per_step = 4.0 * values["n"] * values["d"] * values["h"] / 1e9
+        probe_steps = min(steps, max(PROBE_STEPS, math.ceil(PROBE_GFLOP / per_step)))
+        if probe_steps == steps:
+            return short
+        n_ck = len(checkpoint_steps(steps, values["n_checkpoints"], values.get("checkpoints")))
+        m = max(2, round(n_ck * probe_steps / steps))
+        short["steps"] = probe_steps
+        short["checkpoints"] = np.unique(np.linspace(0, probe_steps, m).round()
+                                         .astype(np.int64))
         return short
 
     @classmethod

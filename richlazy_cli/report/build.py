@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.cf import internal_name, user_name
 from ..errors import BadInput
 from ..models.params import jsonable
 from . import kunin
@@ -84,10 +85,10 @@ def _check_names(
 ) -> None:
     for name in variables or []:
         if not any(name in rf.ds.data_vars for rf in files):
-            known = sorted({v for rf in files for v in rf.variables})
+            known = sorted({user_name(v) for rf in files for v in rf.variables})
             raise BadInput(f"--var {name}: no such variable in {_where(files)} "
                            f"(variables: {', '.join(known)})")
-    dims = sorted({str(d) for rf in files for d in rf.ds.dims})
+    dims = sorted({user_name(str(d), dimension=True) for rf in files for d in rf.ds.dims})
     for option, dim in (("--x", x), ("--y", y)):
         if dim is None:
             continue
@@ -405,7 +406,11 @@ def build_report(
     (min/max as defined in :mod:`.summary`; theory figures add ``max_abs_diff``, scaling
     figures ``fits``.) Raises BadInput, before writing anything, on bad input.
     """
-    at = dict(at or {})
+    # names as the file gives them (solution_method) or as the models do (method)
+    at = {internal_name(dim): value for dim, value in (at or {}).items()}
+    variables = [internal_name(v) for v in variables] if variables else None
+    x = internal_name(x) if x is not None else None
+    y = internal_name(y) if y is not None else None
     if kind not in KINDS:
         raise BadInput(f"--kind {kind!r}: expected one of {', '.join(KINDS)}")
     if fmt not in FORMATS:
@@ -489,9 +494,29 @@ def build_report(
     stats = {rf.stem: {v: variable_stats(rf, v) for v in names[rf.stem]} for rf in files}
     summary = {"inputs": [str(p) for p in inputs], "figures": figures, "variables": stats,
                "notes": [f"{stem}: {text}" for stem, texts in notes.items() for text in texts]}
+    summary = user_names(summary)
     (out_dir / "summary.json").write_text(
         json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8"
     )
     html = render_index([(rf, fields[rf.stem]) for rf in files], figures, stats, fmt, notes)
     (out_dir / "index.html").write_text(html, encoding="utf-8")
     return summary
+
+
+def _user_arg(arg: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if arg is None else {user_name(k, dimension=True): v for k, v in arg.items()}
+
+
+def user_names(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` with the names a user sees in the files (engine/cf.py: ``solution_method``
+    for the internal ``method``, ``step_time`` for ``time``): each figure's ``var``, the keys
+    of ``variables`` and the dimensions of their ``argmin``/``argmax``."""
+    figures = [{**f, "var": user_name(str(f["var"]))} if "var" in f else f
+               for f in summary["figures"]]
+    variables = {
+        stem: {user_name(name): {**stats, "argmin": _user_arg(stats.get("argmin")),
+                                 "argmax": _user_arg(stats.get("argmax"))}
+               for name, stats in names.items()}
+        for stem, names in summary["variables"].items()
+    }
+    return {**summary, "figures": figures, "variables": variables}

@@ -1,0 +1,125 @@
+"""The dry run's estimate against the measured wall time (docs/estimates.md).
+
+The fast tests check the measured terms the estimate adds to its probe
+(:mod:`richlazy_cli.engine.startup`): the CPU share workers get on a loaded machine, against
+the fair-share arithmetic done by hand; the process age the command's start is read from. The
+slow test runs the job files cheap enough for the test suite, each as a separate process after
+its own dry run, and asserts the estimate within 2x of the measured wall time (the target of
+docs/estimates.md; bench/estimates.py measures every job file).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from richlazy_cli.engine import startup
+
+ROOT = Path(__file__).resolve().parents[1]
+CHEAP_JOBS = ("single-neuron-delta", "fig7", "fig8", "azulay-fc", "linear-delta")
+"""Job files whose sweep takes a few seconds on 2 cores (start-up, writing and all)."""
+
+
+def test_speedup_on_a_saturated_machine_is_the_fair_share(monkeypatch) -> None:
+    """No core idle and the probe got half of its runnable time: on 2 cores the others demand
+    2 / 0.5 - 1 = 3 cores; 2 workers then get 2 * 2 / (3 + 2) = 0.8 cores, 1.6 probes."""
+    monkeypatch.setattr(startup, "cores", lambda: 2)
+    share = startup.CpuShare(share=0.5, idle=0.0)
+    assert share.others() == pytest.approx(3.0)
+    assert share.speedup(2) == pytest.approx(0.8 / 0.5)
+    assert share.speedup(1) == pytest.approx(1.0)  # one worker: the probe's own speed
+
+
+def test_speedup_on_a_quiet_machine_is_the_worker_count(monkeypatch) -> None:
+    """The probe alone on one of 2 cores (the other idle): the workers get a core each."""
+    monkeypatch.setattr(startup, "cores", lambda: 2)
+    quiet = startup.CpuShare(share=1.0, idle=0.5)
+    assert quiet.others() == pytest.approx(0.0)
+    assert quiet.speedup(2) == pytest.approx(2.0)
+    assert quiet.speedup(4) == pytest.approx(2.0)  # never more than the cores
+    busy = startup.CpuShare(share=1.0, idle=0.25)  # half a core busy with something else
+    assert busy.speedup(2) == pytest.approx(2 * 2 / (0.5 + 2))
+
+
+def test_cpu_share_measures_a_sleep_as_a_free_core() -> None:
+    """A block that sleeps was never kept waiting for a CPU: its share is 1, so a probe that
+    waits (a sleep, a GPU) is not taken for a starved one."""
+    with startup.CpuShare() as share:
+        time.sleep(0.2)
+    assert share.share is not None and share.share > 0.5
+    assert share.idle is not None and 0.0 <= share.idle <= 1.0
+
+
+def test_process_age_is_the_time_since_the_process_started() -> None:
+    code = ("import time; time.sleep(0.5); from richlazy_cli.engine.startup import "
+            "process_age; print(process_age())")
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT).stdout
+    wall = time.perf_counter() - start
+    assert 0.5 <= float(out) <= wall + 0.05
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CHEAP_JOBS)
+def test_estimate_within_2x_of_the_measured_time(name: str, tmp_path: Path) -> None:
+    job, out = ROOT / "jobs" / f"{name}.toml", tmp_path / "out.h5"
+    command = [sys.executable, "-m", "richlazy_cli", "sweep", "-c", str(job), "-o", str(out),
+               "--jobs", "2"]
+    dry = subprocess.run([*command, "--dry-run", "--json"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=600)
+    assert dry.returncode == 0, dry.stderr
+    estimate = json.loads(dry.stdout)["estimate"]["wall_seconds"]
+    start = time.perf_counter()
+    run = subprocess.run([*command, "-q"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=600)
+    measured = time.perf_counter() - start
+    assert run.returncode == 0, run.stderr
+    assert 0.5 <= estimate / measured <= 2.0, (estimate, measured)
+
+
+def _values(model: str, **given: object) -> dict[str, object]:
+    from richlazy_cli.models.base import get_model
+
+    cls = get_model(model)
+    values = {p.name: p.default for p in cls.params}
+    values.update(given)
+    return values
+
+
+def test_two_layer_probe_keeps_the_runs_mix_of_steps_and_checkpoints() -> None:
+    """fig1a's run: 10⁶ steps of a tiny network, 101 log-spaced checkpoints (most of them in
+    the first 200 steps). Its probe: one GFLOP of steps (4 n d h each), with the checkpoints
+    thinned to the run's density (at least the first and the last), evenly spaced."""
+    from richlazy_cli.models.two_layer import PROBE_GFLOP, TwoLayer, checkpoint_steps
+
+    run = _values("two-layer", d=2, h=50, n=20, n_test=10000, steps=1_000_000,
+                  n_checkpoints=101)
+    probe = TwoLayer._probe(run)
+    steps = int(probe["steps"])
+    assert steps == math.ceil(PROBE_GFLOP / (4 * 20 * 2 * 50 / 1e9))
+    ck = checkpoint_steps(steps, int(probe["n_checkpoints"]), probe["checkpoints"])
+    run_ck = checkpoint_steps(1_000_000, 101, None)
+    assert ck[0] == 0 and ck[-1] == steps
+    assert len(ck) == max(2, round(len(run_ck) * steps / 1_000_000))
+    big = _values("two-layer", d=100, h=50, n=1000, steps=10000, n_checkpoints=21)
+    assert TwoLayer._probe(big)["steps"] == 200  # at least 200 steps
+
+
+def test_cnn_probe_runs_a_tenth_of_the_epochs_with_a_tenth_of_the_checkpoints() -> None:
+    from richlazy_cli.models.cnn import CNN, _checkpoints
+    from richlazy_cli.practice.data import TRAIN_SIZES
+
+    run = _values("cnn", dataset="digits", epochs=200, first_steps=10, batch=512)
+    probe = CNN._probe(run)
+    assert probe["epochs"] == 20 and probe["first_steps"] == 0
+    n = TRAIN_SIZES["digits"]
+    run_ck, probe_ck = _checkpoints(run, n).size, _checkpoints(probe, n).size
+    assert probe_ck == max(2, round(run_ck * 20 / 200))
+    assert CNN._probe({**run, "epochs": 2}) == {**run, "epochs": 2}  # short runs: unchanged
