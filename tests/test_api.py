@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -113,10 +114,16 @@ def test_models_come_from_entry_points_too(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("RICHLAZY_MODELS", raising=False)
     monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
     base._REGISTRY.pop("toy", None)
-    assert "toy" in base.all_models()
-    (dist / "entry_points.txt").write_text("[richlazy.models]\nbroken = no_such_module_x\n")
-    with pytest.raises(richlazy.BadInput, match=r"entry point broken .* of toy-plugin"):
-        base.all_models()
+    imported = set(sys.modules)
+    try:
+        assert "toy" in base.all_models()
+        (dist / "entry_points.txt").write_text("[richlazy.models]\nbroken = no_such_module_x\n")
+        with pytest.raises(richlazy.BadInput, match=r"entry point broken .* of toy-plugin"):
+            base.all_models()
+    finally:  # the test models registered into this test's registry only: forget the module,
+        # so that later tests importing it (RICHLAZY_MODELS) register it into the real one
+        for name in set(sys.modules) - imported:
+            del sys.modules[name]
 
 
 def test_the_example_notebook_executes(tmp_path) -> None:

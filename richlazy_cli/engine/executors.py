@@ -86,7 +86,7 @@ class Route:
     """Whether chunks are computed in this process (progress callbacks can reach the bar)."""
 
 
-_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def slurm_cluster(jobs: int, options: dict[str, Any]) -> Any:
@@ -109,7 +109,7 @@ def slurm_cluster(jobs: int, options: dict[str, Any]) -> Any:
     processes = int(kwargs.get("processes", 1))
     kwargs["cores"] = processes  # one thread per worker process
     kwargs["job_cpu"] = int(options.get("cores", processes))
-    prologue = [f"export {name}=1" for name in _THREAD_VARIABLES]
+    prologue = [f"export {name}=1" for name in THREAD_VARIABLES]
     kwargs["job_script_prologue"] = [*prologue, *kwargs.get("job_script_prologue", [])]
     kwargs.setdefault("log_directory", "logs")  # the worker jobs' logs, as the array's
     try:
@@ -202,7 +202,7 @@ def open_route(job: Job, opts: RunOptions, workers: int) -> Iterator[Route]:
     # whose workers were started with another RICHLAZY_MODELS or PYTHONPATH (an earlier
     # sweep of this process) would not find this sweep's model: loky restarts the pool
     # when `env` changes.
-    env = {name: "1" for name in _THREAD_VARIABLES}
+    env = {name: "1" for name in THREAD_VARIABLES}
     env.update({name: os.environ.get(name, "") for name in ("RICHLAZY_MODELS", "PYTHONPATH")})
     processes = get_reusable_executor(max_workers=workers, env=env)
     try:

@@ -198,9 +198,9 @@ def pool_startup(model: str, workers: int) -> float:
     is started, timed until every worker has answered, and shut down."""
     from joblib.externals.loky import get_reusable_executor
 
-    from .run import _THREAD_VARIABLES
+    from .executors import THREAD_VARIABLES
 
-    env = {name: "1" for name in _THREAD_VARIABLES}
+    env = {name: "1" for name in THREAD_VARIABLES}
     env.update({name: os.environ.get(name, "") for name in ("RICHLAZY_MODELS", "PYTHONPATH")})
     start = time.perf_counter()
     try:
