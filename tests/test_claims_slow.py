@@ -3,6 +3,8 @@ measurement as in tests/test_claims.py, over more sizes or seeds."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -27,7 +29,7 @@ def test_heavy_tail_time_law_over_d_to_512() -> None:
     lag = {d: float(np.mean(g)) for d, (_, g) in res.items()}
     print(ratio, lag)
     ds = sorted(ratio)
-    for lo, hi in zip(ds, ds[1:], strict=False):
+    for lo, hi in itertools.pairwise(ds):
         assert 1.0 < ratio[hi][0] < ratio[lo][1], ratio
     assert ratio[512][0] <= 1.25, ratio
     assert max(lag.values()) <= 1.5 * min(lag.values()), lag

@@ -5,6 +5,7 @@ initial gaps of Lemma 3.1. The sizes follow each claim's protocol; the long ones
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -279,7 +280,7 @@ def test_budget_tuned_law_at_finite_p() -> None:
     s = {P: unstable_window_slope(P, 0.8) for P in (8, 64, 512, 4096, 32768)}
     assert s[8] == pytest.approx(-0.901, abs=2e-3) and s[64] == pytest.approx(-0.651, abs=2e-3)
     Ps = sorted(s)
-    assert all(s[a] < s[b] for a, b in zip(Ps, Ps[1:], strict=False)), s
+    assert all(s[a] < s[b] for a, b in itertools.pairwise(Ps)), s
     assert 0 < unstable_exponent(0.8) - s[32768] < 0.1, s  # −0.444: still 0.07 away
     assert unstable_window_slope(2, 0.8) == pytest.approx(0.0, abs=1e-12)
 
