@@ -20,6 +20,8 @@ Wall times measured on the shared 2-core machine at load average 10-13 (nice 10,
 process): ren-width 150 s (d = 64), 108 s (d = 128), 1254 s (d = 256), d = 512 stopped
 partway at the session's deadline; decoupling 5 s, 5 s, 14 s (d = 64, 256, 1024; 8 seeds)
 and 238 s for 3 seeds at d = 4096; greedy-width 6 s, 11 s, 22 s, 86 s (P = 32 … 2048).
+heavy-time (load average 6-9): 2 s, 2 s, 27 s, 357 s for the 4 seeds at d = 64 … 512
+(β = 0.2; β = 0.35: 4 s, 3 s, 52 s, 478 s).
 """
 
 from __future__ import annotations
