@@ -220,25 +220,32 @@ def test_decoupling_where_its_condition_holds() -> None:
 # -- Kunin et al. 2024 Fig. 6a: the kernel moves more for upstream initialisations ------------
 @pytest.mark.usefixtures("one_torch_thread")
 def test_kernel_motion_grows_with_alpha_at_100_epochs(cli, tmp_path: Path) -> None:
-    """jobs/cnn-digits-alpha-small.toml at 100 epochs (300 Adam steps), seed 0, α = 0.1, 1, 10
-    (the slow test runs 500 epochs, seeds 0-2). Measured at the end: S = 0.0008, 0.0013,
-    0.0112; H = 0.041, 0.048, 0.099; relative parameter distance 0.036, 0.079, 0.035.
-    Asserted: S and H increase with α, S(10) ≥ 1.5 S(1) (measured 8.6), S(0.1) ≤ 0.8 S(1)
-    (0.62) and the upstream kernel moves without larger parameter shifts (rel(10) ≤ 1.1
-    rel(0.1); 0.97)."""
+    """jobs/cnn-digits-alpha-small.toml at 100 epochs (300 Adam steps), seeds 0-4,
+    α = 0.1, 1, 10 (the slow test runs 500 epochs, seeds 0-2; 214 s for these 15 runs with
+    --jobs 1 at load average 7-9). Measured at the end, seed means: S = 0.0020, 0.0030,
+    0.0163; H = 0.056, 0.070, 0.141; relative parameter distance 0.041, 0.088, 0.038.
+
+    Per seed, S(10)/S(1) = 4.1-8.7 and H increases with α in every seed, but S(0.1) < S(1)
+    fails in one seed of five at this length (S(0.1)/S(1) = 0.59, 0.82, 0.37, 1.15, 0.51),
+    so the lower end is asserted on the seed means. Asserted: the seed-mean S and H increase
+    with α; S(10) ≥ 1.5 S(1) in every seed (min 4.1); mean S(0.1) ≤ 0.8 mean S(1) (0.66,
+    margin 0.14; from seed 0 alone it was 0.62); the upstream kernel moves without larger
+    parameter shifts, mean rel(10) ≤ mean rel(0.1) (0.92; per seed 0.80-1.06)."""
     pytest.importorskip("torch")
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "cnn.h5"
     r = cli("sweep", "-c", str(root / "jobs" / "cnn-digits-alpha-small.toml"),
-            "-g", "alpha=0.1,1,10", "-g", "seed=0", "-g", "epochs=100", "-o", str(out),
+            "-g", "alpha=0.1,1,10", "-g", "seed=range(5)", "-g", "epochs=100", "-o", str(out),
             "--jobs", "1", "-q")
     assert r.code == 0, r.err
     end = xr.open_dataset(out, engine="h5netcdf").load().isel(checkpoint=-1)
-    S, H = (end[v].values.ravel() for v in ("kernel_distance", "hamming_distance"))
-    rel = end["rel_param_distance"].values.ravel()
-    assert S[0] < S[1] < S[2] and H[0] < H[1] < H[2], (S, H)
-    assert S[2] >= 1.5 * S[1] and S[0] <= 0.8 * S[1], S
-    assert rel[2] <= 1.1 * rel[0], rel
+    end = end.squeeze(drop=True).transpose("alpha", "seed")
+    S, H = (end[v].values for v in ("kernel_distance", "hamming_distance"))
+    rel = end["rel_param_distance"].values
+    Sm, Hm, rm = S.mean(axis=1), H.mean(axis=1), rel.mean(axis=1)
+    assert Sm[0] < Sm[1] < Sm[2] and Hm[0] < Hm[1] < Hm[2], (S, H)
+    assert np.all(S[2] >= 1.5 * S[1]) and Sm[0] <= 0.8 * Sm[1], S
+    assert rm[2] <= rm[0], rel
 
 
 # -- Prop. 2.2(a) as a trend over d ---------------------------------------------------------
