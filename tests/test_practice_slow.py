@@ -62,9 +62,10 @@ def test_cnn_kernel_motion_grows_with_alpha_and_tracks_activations(tmp_path: Pat
     print("S(end):", S.tolist(), "H(end):", H.tolist())
     assert S[0] < S[1] < S[2] and H[0] < H[1] < H[2]
     # [ours] margins frozen after the first full run (seeds 0-2): S(10)/S(1) = 3.23,
-    # S(0.1)/S(1) = 0.686 (the first guess, <= 0.67, was not met; frozen at 0.8). Margin
-    # 0.11 from 3 seeds: not re-frozen from more seeds in this session (docs/claims.md)
-    assert S[2] >= 1.5 * S[1] and S[0] <= 0.8 * S[1]
+    # S(0.1)/S(1) = 0.686 (the first guess, <= 0.67, was not met; first frozen at 0.8).
+    # Re-frozen from 10 seeds (tests/test_claims_slow.py): 0.735 [0.635, 0.817], and 17% of
+    # the 3-seed subsets exceed 0.8 (max 0.892), so the 3-seed bound is 0.9 (margin 0.21)
+    assert S[2] >= 1.5 * S[1] and S[0] <= 0.9 * S[1]
     rho = spearman(ds.kernel_distance.values.ravel(), ds.hamming_distance.values.ravel())
     print("Spearman(S, H):", rho)
     assert rho >= 0.8  # measured 0.841
