@@ -228,9 +228,10 @@ def test_kernel_motion_grows_with_alpha_at_100_epochs(cli, tmp_path: Path) -> No
     Per seed, S(10)/S(1) = 4.1-8.7 and H increases with α in every seed, but S(0.1) < S(1)
     fails in one seed of five at this length (S(0.1)/S(1) = 0.59, 0.82, 0.37, 1.15, 0.51),
     so the lower end is asserted on the seed means. Asserted: the seed-mean S and H increase
-    with α; S(10) ≥ 1.5 S(1) in every seed (min 4.1); mean S(0.1) ≤ 0.8 mean S(1) (0.66,
-    margin 0.14; from seed 0 alone it was 0.62); the upstream kernel moves without larger
-    parameter shifts, mean rel(10) ≤ mean rel(0.1) (0.92; per seed 0.80-1.06)."""
+    with α (mean S(0.1)/S(1) = 0.66 [0.45, 0.92], 95% bootstrap over the seeds: the ordering
+    holds beyond the interval, a factor such as 0.8 would not); S(10) ≥ 1.5 S(1) in every
+    seed (min 4.1); the upstream kernel moves without larger parameter shifts, mean rel(10)
+    ≤ 1.1 mean rel(0.1) (0.92 [0.85, 1.006]; per seed 0.80-1.06)."""
     pytest.importorskip("torch")
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "cnn.h5"
@@ -244,8 +245,8 @@ def test_kernel_motion_grows_with_alpha_at_100_epochs(cli, tmp_path: Path) -> No
     rel = end["rel_param_distance"].values
     Sm, Hm, rm = S.mean(axis=1), H.mean(axis=1), rel.mean(axis=1)
     assert Sm[0] < Sm[1] < Sm[2] and Hm[0] < Hm[1] < Hm[2], (S, H)
-    assert np.all(S[2] >= 1.5 * S[1]) and Sm[0] <= 0.8 * Sm[1], S
-    assert rm[2] <= rm[0], rel
+    assert np.all(S[2] >= 1.5 * S[1]), S
+    assert rm[2] <= 1.1 * rm[0], rel
 
 
 # -- Prop. 2.2(a) as a trend over d ---------------------------------------------------------
