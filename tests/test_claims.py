@@ -1,7 +1,7 @@
 """The claims tier (marker ``claims``, ``make test-claims``; docs/claims.md): the cheapest
 honest version of each asserted claim of Ren et al. 2025 and Kunin et al. 2024 (whose full
-version, where there is one, is a slow test),
-at sizes that keep the whole tier within a few minutes on 2 cores. Every threshold states the
+version, where there is one, is a slow test), at sizes that keep the whole tier within a few
+minutes on 2 cores. Every threshold states the
 seeds it was frozen from and the measured value, so the margin is visible."""
 
 from __future__ import annotations
