@@ -114,7 +114,7 @@ def test_grokking_tau_axis_on_the_reduced_protocol(tmp_path: Path) -> None:
 def test_cnn_downstream_kernel_moves_less_from_ten_seeds(tmp_path: Path) -> None:
     """The thin threshold of tests/test_practice_slow.py (S(0.1) ≤ 0.8 S(1) at 500 epochs,
     measured 0.686 from seeds 0-2) re-frozen from 10 seeds: jobs/cnn-digits-alpha.toml at
-    α = 0.1 and 1, seeds 0-9 (20 runs; 40-60 s a seed with --jobs 2 at load average 5-7).
+    α = 0.1 and 1, seeds 0-9 (20 runs; 247 s as this test with --jobs 2 at load average 5).
 
     Measured kernel distance at the end: S(0.1)/S(1) per seed 0.43, 0.83, 0.72, 0.90, 0.64,
     0.49, 0.64, 0.73, 0.75, 0.94; on the seed means 0.735 [0.635, 0.817] (95% bootstrap over
