@@ -6,17 +6,22 @@ usable) and a summary with bootstrap intervals over seeds, and draws the trend.
     PYTHONPATH=. python scripts/claims_trends.py decoupling [--out results/trends]
     PYTHONPATH=. python scripts/claims_trends.py greedy-width [--out results/trends]
     PYTHONPATH=. python scripts/claims_trends.py figures    [--out results/trends]
+    PYTHONPATH=. python scripts/claims_trends.py heavy-time [--out results/trends]
 
 ren-width: population flows, P = 32, β = 0.8, σ0 = 1e-2, t_max = 30 d (≈ 10 T_P), early_stop,
 d ∈ {64, 128, 256, 512}, m ∈ {4, 8, 16} (m < P: width law, greedy agreement, fraction of the
 greedy tasks recovered) and m = 64 = 2P (Prop. 2.2(a) slope over p ∈ [2, 32]), seeds 0-3.
 decoupling: P = 4, a_p = ½, m = 8, d ∈ {64, 256, 1024, 4096}, seeds 0-7.
 greedy-width: the greedy rule alone (no flow), P ∈ {32, 128, 512, 2048}, m = 4 … P/2.
+heavy-time: the heavy-tail time law, population flows at P = 32, m = 2P, σ0 = 1e-2,
+β ∈ {0.2, 0.35}, d ∈ {64, 128, 256, 512}, seeds 0-3 (its own rows, summary and figure).
 
 Wall times measured on the shared 2-core machine at load average 10-13 (nice 10, one
 process): ren-width 150 s (d = 64), 108 s (d = 128), 1254 s (d = 256), d = 512 stopped
 partway at the session's deadline; decoupling 5 s, 5 s, 14 s (d = 64, 256, 1024; 8 seeds)
 and 238 s for 3 seeds at d = 4096; greedy-width 6 s, 11 s, 22 s, 86 s (P = 32 … 2048).
+heavy-time (load average 6-9): 2 s, 2 s, 27 s, 357 s for the 4 seeds at d = 64 … 512
+(β = 0.2; β = 0.35: 4 s, 3 s, 52 s, 478 s).
 """
 
 from __future__ import annotations
@@ -203,6 +208,61 @@ def greedy_width(out: Path) -> None:
     (out / "greedy-width.json").write_text(json.dumps(rows, indent=1))
 
 
+HEAVY_D = (64, 128, 256, 512)
+HEAVY_BETA = (0.2, 0.35)
+HEAVY_LEVELS = (0.4, 0.3, 0.2, 0.1)
+
+
+def heavy_time(out: Path) -> None:
+    path = out / "heavy-time-rows.jsonl"
+    done = {(r["beta"], r["d"], r["seed"]) for r in _rows(path)}
+    for d in HEAVY_D:
+        for beta in HEAVY_BETA:
+            for seed in SEEDS:
+                if (beta, d, seed) in done:
+                    continue
+                t0 = time.perf_counter()
+                ds = solve(d=d, P=P, m=2 * P, beta=beta, seed=seed, t_max=1000.0,
+                           checkpoints=400, early_stop=True)
+                ratio, lag = hd.time_law_lag(ds["time"].values, ds["loss"].values,
+                                             ds["loss_theory"].values, HEAVY_LEVELS)
+                row = {"beta": beta, "d": d, "seed": seed, "ratio": ratio, "lag": lag,
+                       "t_hat_median": float(np.nanmedian(ds["t_recover_theory"].values)),
+                       "recovered": int(np.isfinite(ds["t_recover"].values).sum()),
+                       "wall_s": round(time.perf_counter() - t0, 1)}
+                _append(path, row)
+                print(json.dumps(row), flush=True)
+    rows = _rows(path)
+    summary = {str(beta): {str(d): {**{k: bootstrap(np.array(
+        [r[k] for r in rows if r["beta"] == beta and r["d"] == d]), np.mean)
+        for k in ("ratio", "lag", "t_hat_median")},
+        "seeds": sum(r["beta"] == beta and r["d"] == d for r in rows),
+        "wall_s": float(sum(r["wall_s"] for r in rows if r["beta"] == beta and r["d"] == d))}
+        for d in HEAVY_D} for beta in HEAVY_BETA}
+    (out / "heavy-time.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps(summary, indent=1))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for k, beta in enumerate(HEAVY_BETA):
+        v = np.array([summary[str(beta)][str(d)]["ratio"] for d in HEAVY_D])
+        x = np.array(HEAVY_D) * (1 + 0.06 * k)
+        ax.errorbar(x, v[:, 0] - 1, yerr=[v[:, 0] - v[:, 1], v[:, 2] - v[:, 0]], marker="o",
+                    capsize=3, label=f"β = {beta} (mean over seeds, 95% bootstrap)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("d (P = 32, m = 2P)")
+    ax.set_ylabel("t_measured(L ≤ ℓ) / t_law(L ≤ ℓ) − 1")
+    ax.set_title("Ren et al., heavy tail (β < ½): lag behind the time law", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "heavy-time-trend.png", dpi=110)
+    plt.close(fig)
+
+
 def figures(out: Path) -> None:
     import matplotlib
 
@@ -293,13 +353,14 @@ def figures(out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("family", choices=("ren-width", "decoupling", "greedy-width", "figures"))
+    ap.add_argument("family", choices=("ren-width", "decoupling", "greedy-width", "figures",
+                                       "heavy-time"))
     ap.add_argument("--out", default="results/trends")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     {"ren-width": ren_width, "decoupling": decoupling, "greedy-width": greedy_width,
-     "figures": figures}[args.family](out)
+     "figures": figures, "heavy-time": heavy_time}[args.family](out)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The claims tier (marker ``claims``, ``make test-claims``; docs/claims.md): the cheapest
-honest version of each asserted claim of Ren et al. 2025 whose full version is a slow test,
-at sizes that keep the whole tier within a few minutes on 2 cores. Every threshold states the
+honest version of each asserted claim of Ren et al. 2025 and Kunin et al. 2024 (whose full
+version, where there is one, is a slow test), at sizes that keep the whole tier within a few
+minutes on 2 cores. Every threshold states the
 seeds it was frozen from and the measured value, so the margin is visible."""
 
 from __future__ import annotations
@@ -220,25 +221,33 @@ def test_decoupling_where_its_condition_holds() -> None:
 # -- Kunin et al. 2024 Fig. 6a: the kernel moves more for upstream initialisations ------------
 @pytest.mark.usefixtures("one_torch_thread")
 def test_kernel_motion_grows_with_alpha_at_100_epochs(cli, tmp_path: Path) -> None:
-    """jobs/cnn-digits-alpha-small.toml at 100 epochs (300 Adam steps), seed 0, α = 0.1, 1, 10
-    (the slow test runs 500 epochs, seeds 0-2). Measured at the end: S = 0.0008, 0.0013,
-    0.0112; H = 0.041, 0.048, 0.099; relative parameter distance 0.036, 0.079, 0.035.
-    Asserted: S and H increase with α, S(10) ≥ 1.5 S(1) (measured 8.6), S(0.1) ≤ 0.8 S(1)
-    (0.62) and the upstream kernel moves without larger parameter shifts (rel(10) ≤ 1.1
-    rel(0.1); 0.97)."""
+    """jobs/cnn-digits-alpha-small.toml at 100 epochs (300 Adam steps), seeds 0-4,
+    α = 0.1, 1, 10 (the slow test runs 500 epochs, seeds 0-2; 214 s for these 15 runs with
+    --jobs 1 at load average 7-9). Measured at the end, seed means: S = 0.0020, 0.0030,
+    0.0163; H = 0.056, 0.070, 0.141; relative parameter distance 0.041, 0.088, 0.038.
+
+    Per seed, S(10)/S(1) = 4.1-8.7 and H increases with α in every seed, but S(0.1) < S(1)
+    fails in one seed of five at this length (S(0.1)/S(1) = 0.59, 0.82, 0.37, 1.15, 0.51),
+    so the lower end is asserted on the seed means. Asserted: the seed-mean S and H increase
+    with α (mean S(0.1)/S(1) = 0.66 [0.45, 0.92], 95% bootstrap over the seeds: the ordering
+    holds beyond the interval, a factor such as 0.8 would not); S(10) ≥ 1.5 S(1) in every
+    seed (min 4.1); the upstream kernel moves without larger parameter shifts, mean rel(10)
+    ≤ 1.1 mean rel(0.1) (0.92 [0.85, 1.006]; per seed 0.80-1.06)."""
     pytest.importorskip("torch")
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "cnn.h5"
     r = cli("sweep", "-c", str(root / "jobs" / "cnn-digits-alpha-small.toml"),
-            "-g", "alpha=0.1,1,10", "-g", "seed=0", "-g", "epochs=100", "-o", str(out),
+            "-g", "alpha=0.1,1,10", "-g", "seed=range(5)", "-g", "epochs=100", "-o", str(out),
             "--jobs", "1", "-q")
     assert r.code == 0, r.err
     end = xr.open_dataset(out, engine="h5netcdf").load().isel(checkpoint=-1)
-    S, H = (end[v].values.ravel() for v in ("kernel_distance", "hamming_distance"))
-    rel = end["rel_param_distance"].values.ravel()
-    assert S[0] < S[1] < S[2] and H[0] < H[1] < H[2], (S, H)
-    assert S[2] >= 1.5 * S[1] and S[0] <= 0.8 * S[1], S
-    assert rel[2] <= 1.1 * rel[0], rel
+    end = end.squeeze(drop=True).transpose("alpha", "seed")
+    S, H = (end[v].values for v in ("kernel_distance", "hamming_distance"))
+    rel = end["rel_param_distance"].values
+    Sm, Hm, rm = S.mean(axis=1), H.mean(axis=1), rel.mean(axis=1)
+    assert Sm[0] < Sm[1] < Sm[2] and Hm[0] < Hm[1] < Hm[2], (S, H)
+    assert np.all(S[2] >= 1.5 * S[1]), S
+    assert rm[2] <= 1.1 * rm[0], rel
 
 
 # -- Prop. 2.2(a) as a trend over d ---------------------------------------------------------
@@ -306,3 +315,89 @@ def test_greedy_width_exponent_moves_toward_theory_with_p_not_d() -> None:
     assert s512[0] > s32[2] and s128[0] > s32[0], (s32, s128, s512)
     assert abs(s512[0] + 0.6) < abs(s32[0] + 0.6), (s32, s512)
     assert abs(s128[0] - s128b[0]) <= 0.05, (s128, s128b)
+
+
+# -- Kunin et al. 2024 Fig. 5a: the rich partition moves while the output is still ≈ 0 --------
+XOR_CONFIGS = {"lazy": (2.0, 0.0), "balanced": (0.1, 0.0), "upstream": (0.1, 1.0),
+               "downstream": (0.1, -1.0)}
+
+
+def xor_run(lr: float, steps: int, seed: int) -> xr.Dataset:
+    from richlazy_cli.models.two_layer import TwoLayer
+
+    values = [TwoLayer.resolve("train", {
+        "tau": t, "delta": dl, "d": 2, "h": 50, "k": 3, "n": 40, "n_test": 720, "lr": lr,
+        "data": "xor", "xor_labels": "smooth", "steps": steps, "n_checkpoints": 300,
+        "seed": seed}) for t, dl in XOR_CONFIGS.values()]
+    return TwoLayer().train(Batch.from_points(TwoLayer, values))
+
+
+def test_fig5a_the_rich_partition_moves_while_f_is_still_near_zero() -> None:
+    """jobs/fig5a-near-gf.toml (the xor task of jobs/fig5a.toml, d = 2, h = 50, n = 40,
+    symmetrised init so f(0) = 0, max|y| = 1), near gradient flow. At lr = 1e-3/τ² the
+    upstream loss falls to 0.7 L0 in the first step, so "while f ≈ 0" is not resolved there.
+
+    * lr = 1e-5/τ², 6000 steps, seeds 0-2, at the first checkpoint with train_loss ≤ 0.95 L0:
+      the output is still ≈ 0, sup|f| ≤ 0.06 for balanced and upstream (measured
+      0.032-0.046), and their partition has already moved, partition_change ≥ 0.02 (measured
+      0.031-0.043; margin 0.011), while the lazy and downstream partitions have not moved
+      (≤ 0.002; measured ≤ 0.0001).
+    * Then it fits: lr = 1e-4/τ², 30,000 steps, seeds 0-1, every config ends at
+      train_loss ≤ 0.02 L0 (measured ≤ 0.007) and the rich partitions have made ≥ 75% of
+      their final change by train_loss ≤ 0.5 L0 (measured 0.88-1.10).
+
+    Verdict: holds near gradient flow (docs/claims.md §Fig. 5a)."""
+    names = list(XOR_CONFIGS)
+    rich = [names.index("balanced"), names.index("upstream")]
+    still = [names.index("lazy"), names.index("downstream")]
+    for seed in range(3):
+        ds = xor_run(1e-5, 6000, seed)
+        assert (ds["status"].values == 0).all()
+        tl, pc = ds["train_loss"].values, ds["partition_change"].values
+        sup = ds["output_sup"].values
+        at = [int(np.argmax(tl[i] <= 0.95 * tl[i, 0])) for i in range(len(names))]
+        for i in range(len(names)):
+            assert tl[i, at[i]] <= 0.95 * tl[i, 0], (seed, names[i])
+        for i in rich:
+            assert sup[i, at[i]] <= 0.06 and pc[i, at[i]] >= 0.02, (seed, names[i],
+                                                                      sup[i, at[i]],
+                                                                      pc[i, at[i]])
+        for i in still:
+            assert pc[i, at[i]] <= 0.002, (seed, names[i], pc[i, at[i]])
+    for seed in range(2):
+        ds = xor_run(1e-4, 30_000, seed)
+        tl, pc = ds["train_loss"].values, ds["partition_change"].values
+        assert np.all(tl[:, -1] <= 0.02 * tl[:, 0]), tl[:, -1] / tl[:, 0]
+        for i in rich:
+            half = int(np.argmax(tl[i] <= 0.5 * tl[i, 0]))
+            assert pc[i, half] >= 0.75 * pc[i, -1], (seed, names[i], pc[i, half], pc[i, -1])
+
+
+# -- Ren et al., heavy tail (β < ½): the time law ---------------------------------------------
+def heavy_time_law(d: int, seeds: range, beta: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
+    """scripts/claims_trends.py heavy-time at one d: P = 32, m = 2P (no width barrier),
+    σ0 = 1e-2, t_max = 1000, early_stop, 400 checkpoints. Per seed, the (ratio, lag) of
+    `_hermite_diagnostics.time_law_lag` at the loss levels 0.4 … 0.1."""
+    out = []
+    for seed in seeds:
+        ds = run("solve", d=d, P=32, m=64, beta=beta, seed=seed, t_max=1000.0,
+                 checkpoints=400, early_stop=True)
+        out.append(hd.time_law_lag(ds["time"].values, ds["loss"].values,
+                                   ds["loss_theory"].values, (0.4, 0.3, 0.2, 0.1)))
+    v = np.array(out)
+    return v[:, 0], v[:, 1]
+
+
+def test_heavy_tail_time_law_holds_asymptotically_in_d() -> None:
+    """β = 0.2, d = 64 and 128, seeds 0-3 (the slow test adds d = 256 and 512). The flow
+    reaches each loss level later than the idealised time law (the greedy step curve of the
+    run's own initial overlaps): ratio 1.95 [1.91, 1.99] at d = 64 and 1.57 [1.54, 1.60] at
+    d = 128. Asserted: the d = 128 mean lies below the d = 64 bootstrap interval and above 1
+    (it approaches 1 from above), and the lag is the d-independent norm phase: the mean
+    difference t − t_law changes by less than 35% (measured 9.4 and 10.0 time units, while t̂
+    grows from ≈ 11 to ≈ 17.5). Verdict: holds asymptotically (docs/claims.md §10)."""
+    r64, lag64 = heavy_time_law(64, range(4))
+    r128, lag128 = heavy_time_law(128, range(4))
+    b64 = _bootstrap_mean(r64)
+    assert 1.0 < float(np.mean(r128)) < b64[1], (r64, r128)
+    assert abs(float(np.mean(lag128)) / float(np.mean(lag64)) - 1) <= 0.35, (lag64, lag128)

@@ -356,23 +356,31 @@ def test_auto_report_draws_the_grokking_panel_and_heat_map(tmp_path: Path, cli) 
 @pytest.mark.slow
 def test_reduced_protocol_a_smaller_embedding_groks_sooner(tmp_path: Path) -> None:
     """Kunin et al. 2024 Fig. 6d/12 on the reduced protocol (p = 23, d = 64, tau = 1, 3 seeds,
-    10,000 steps): the median steps to 99% validation accuracy at alpha = 3 is at most 0.7 of
-    that at alpha = 1, and at alpha = 0.3 at least that at alpha = 1 (censored runs counted as
-    the budget). Margins ours; the measured medians are in the job file."""
+    10,000 steps, alpha = 0.3, 1, 3, 10; about 30 min at load average 7-9): the median steps
+    to 99% validation accuracy at alpha = 3 and at alpha = 10 is at most 0.7 of that at
+    alpha = 1 (measured 0.46 and 0.39), and at alpha = 0.3 at least that at alpha = 1
+    (censored runs counted as the budget). The time to 99% training accuracy varies less over
+    alpha than the time to 99% validation accuracy (max/min of the medians: measured 2.3
+    against 3.1). Margins ours; the measured medians are in the job file."""
     from richlazy_cli.report.grokking import median_censored
 
     out = tmp_path / "reduced.h5"
     res = run_process("sweep", "-c", Path(__file__).parents[1] / "jobs/grokking-reduced.toml",
-                      "-o", out, "--jobs", "2", "-q", timeout=3600)
+                      "-g", "alpha=0.3,1,3,10", "-o", out, "--jobs", "2", "-q", timeout=3600)
     assert res.code == 0, res.err
     ds = xr.open_dataset(out, engine="h5netcdf")
     assert ds.status.values.max() == 0
-    med = {}
-    for a in (0.3, 1.0, 3.0):
+    med, med_train = {}, {}
+    for a in (0.3, 1.0, 3.0, 10.0):
         cell = ds.sel(alpha=a)
         med[a], _ = median_censored(cell.steps_to_val.values, cell.censored_val.values == 1,
                                     10_000)
+        med_train[a], _ = median_censored(cell.steps_to_train.values,
+                                          cell.censored_train.values == 1, 10_000)
     ds.close()
     assert med[1.0] < 10_000  # the protocol groks within its budget at alpha = 1
-    assert med[3.0] <= 0.7 * med[1.0], med
+    assert med[3.0] <= 0.7 * med[1.0] and med[10.0] <= 0.7 * med[1.0], med
     assert med[0.3] >= med[1.0], med
+    spread = {k: max(v.values()) / min(v.values()) for k, v in (("train", med_train),
+                                                                ("val", med))}
+    assert spread["train"] < spread["val"], (spread, med_train, med)

@@ -66,3 +66,18 @@ def test_decoupling_ratios_and_the_floor() -> None:
     assert r["level"][1] == pytest.approx(0.03 * d**0.9)
     assert r["a_min_over_d_pow"] == pytest.approx(0.5 / d**-0.3)
     assert not r["not_settled"]
+
+
+def test_time_law_lag_of_a_shifted_curve() -> None:
+    """L_ideal = ½ e^{-t} and the measured L the same curve 2 time units later: at every level
+    ℓ the crossings are ln(½/ℓ) and ln(½/ℓ) + 2, so the lag is 2 and the ratio the geometric
+    mean of (x + 2)/x over the levels (to the interpolation error of a 1e-4 grid)."""
+    t = np.linspace(0.0, 20.0, 200_001)
+    ideal = 0.5 * np.exp(-t)
+    late = np.where(t < 2.0, 0.5, 0.5 * np.exp(-(t - 2.0)))
+    levels = (0.4, 0.2, 0.1)
+    x = np.log(0.5 / np.array(levels))
+    ratio, lag = hd.time_law_lag(t, late, ideal, levels)
+    assert lag == pytest.approx(2.0, abs=1e-6)
+    assert ratio == pytest.approx(float(np.exp(np.mean(np.log((x + 2) / x)))), rel=1e-5)
+    assert hd.time_law_lag(t, ideal, ideal, levels) == pytest.approx((1.0, 0.0), abs=1e-12)

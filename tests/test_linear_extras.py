@@ -111,3 +111,59 @@ def test_appendix_b11_riccati_system() -> None:
         nu = np.linalg.solve(At, Wt[0] @ bstar)
         np.testing.assert_allclose(sol.y[:9, j].reshape(3, 3), nu, atol=1e-8)
         np.testing.assert_allclose(sol.y[9:, j].reshape(3, 3), At.T @ At, atol=1e-8)
+
+
+def test_appendix_b11_per_neuron_system_for_one_output() -> None:
+    """Whitened, η = 1, c = 1: with μ_k = a_k‖w_k‖, ŵ_k = (cos φ_k, sin φ_k) (d = 2), the
+    conserved δ_k = a_k² − ‖w_k‖², κ_k = √(δ_k² + 4μ_k²) and the residual r = β* − Σ_j μ_j ŵ_j,
+
+        μ̇_k = κ_k ŵ_kᵀr,        φ̇_k = (κ_k + δ_k)/(2μ_k) · ŵ_k^⊥ᵀ r,   ŵ_k^⊥ = (−sin φ_k, cos φ_k)
+
+    (docs/azulay-theory.md §5). Integrating the 2h numbers (μ, φ) on their own matches the
+    model's parameter flow (`linear.gradients`, h = 4 neurons with δ_k from −1.23 to 1.75, none
+    aligned with β* at the start, so the directions turn) to 1e-8, and each δ_k is conserved."""
+    d, h = 2, 4
+    W0 = np.array([[0.3, 0.4], [-0.2, 1.2], [0.5, 0.1], [-0.1, -0.45]])
+    A0 = np.array([[1.3], [-0.5], [0.9], [-1.4]])
+    bstar = np.array([[1.0], [-0.6]])
+    delta = A0[:, 0] ** 2 - np.sum(W0**2, axis=1)
+    assert delta.min() < -0.5 and delta.max() > 1.0, delta  # both signs, far apart
+    times = np.linspace(0.0, 6.0, 13)
+
+    def params(t: float, theta: np.ndarray) -> np.ndarray:
+        Ws, A = _unflatten(theta, d, h, 1, 1)
+        dW, dA = gradients(Ws, A, end_to_end(Ws, A) - bstar)
+        return -_flatten(dW, dA)
+
+    flow = solve_ivp(params, (0.0, times[-1]), _flatten([W0], A0), method="DOP853",
+                     t_eval=times, rtol=1e-12, atol=1e-14)
+
+    def per_neuron(t: float, x: np.ndarray) -> np.ndarray:
+        mu, phi = x[:h], x[h:]
+        u = np.stack([np.cos(phi), np.sin(phi)], axis=1)
+        perp = np.stack([-np.sin(phi), np.cos(phi)], axis=1)
+        r = bstar[:, 0] - u.T @ mu
+        kappa = np.sqrt(delta**2 + 4 * mu**2)
+        return np.concatenate([kappa * (u @ r), (kappa + delta) / (2 * mu) * (perp @ r)])
+
+    mu0 = A0[:, 0] * np.linalg.norm(W0, axis=1)
+    phi0 = np.arctan2(W0[:, 1], W0[:, 0])
+    mine = solve_ivp(per_neuron, (0.0, times[-1]), np.concatenate([mu0, phi0]),
+                     method="DOP853", t_eval=times, rtol=1e-12, atol=1e-14)
+    turned = 0.0
+    for j in range(times.size):
+        (Wt,), At = _unflatten(flow.y[:, j], d, h, 1, 1)
+        a = At[:, 0]
+        mu = a * np.linalg.norm(Wt, axis=1)
+        assert np.min(np.abs(mu)) > 1e-2  # the angle stays defined along the whole run
+        np.testing.assert_allclose(mine.y[:h, j], mu, atol=1e-8)
+        phi = mine.y[h:, j]
+        np.testing.assert_allclose(np.cos(phi) * np.linalg.norm(Wt, axis=1), Wt[:, 0],
+                                   atol=1e-8)
+        np.testing.assert_allclose(np.sin(phi) * np.linalg.norm(Wt, axis=1), Wt[:, 1],
+                                   atol=1e-8)
+        np.testing.assert_allclose(a**2 - np.sum(Wt**2, axis=1), delta, atol=1e-9)
+        turned = max(turned, float(np.max(np.abs(phi - phi0))))
+    assert turned >= 0.3, turned  # the directions move (0.41 rad): the φ equation acts
+    residual = np.linalg.norm(end_to_end(*_unflatten(flow.y[:, -1], d, h, 1, 1)) - bstar)
+    assert residual <= 0.1 * np.linalg.norm(bstar), residual  # and the run fits β*

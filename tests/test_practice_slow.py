@@ -40,8 +40,8 @@ def test_rhm_upstream_lowers_the_sample_complexity(tmp_path: Path) -> None:
     assert f_star[2] < f_star[1] < f_star[0]
     # [ours] margins frozen after the first full run (seeds 0-2): f*(0.1)/f*(1) = 2.01,
     # f*(1)/f*(10) = 1.16 (the first guess, >= 1.3, was not met upstream; frozen at 1.1).
-    # Thin (margin 0.06, 3 seeds): not re-frozen from more seeds, a 10-seed run (≈ 40 min on
-    # 2 cores) did not fit the session that added the claims tier (docs/claims.md)
+    # Thin (margin 0.06, 3 seeds). Re-frozen from 10 seeds at the two bracketing fractions
+    # in tests/test_claims_slow.py: 1.22 [1.17, 1.29]; every 3-seed subset gives >= 1.134
     assert f_star[0] / f_star[1] >= 1.3 and f_star[1] / f_star[2] >= 1.1
     # every fraction where alpha = 1 has accuracy in [0.3, 0.8] (f = 0.0102 and 0.0209):
     # downstream loses 0.075 and 0.194 there, upstream gains 0.036 and 0.067 (the first guess,
@@ -62,9 +62,10 @@ def test_cnn_kernel_motion_grows_with_alpha_and_tracks_activations(tmp_path: Pat
     print("S(end):", S.tolist(), "H(end):", H.tolist())
     assert S[0] < S[1] < S[2] and H[0] < H[1] < H[2]
     # [ours] margins frozen after the first full run (seeds 0-2): S(10)/S(1) = 3.23,
-    # S(0.1)/S(1) = 0.686 (the first guess, <= 0.67, was not met; frozen at 0.8). Margin
-    # 0.11 from 3 seeds: not re-frozen from more seeds in this session (docs/claims.md)
-    assert S[2] >= 1.5 * S[1] and S[0] <= 0.8 * S[1]
+    # S(0.1)/S(1) = 0.686 (the first guess, <= 0.67, was not met; first frozen at 0.8).
+    # Re-frozen from 10 seeds (tests/test_claims_slow.py): 0.735 [0.635, 0.817], and 17% of
+    # the 3-seed subsets exceed 0.8 (max 0.892), so the 3-seed bound is 0.9 (margin 0.21)
+    assert S[2] >= 1.5 * S[1] and S[0] <= 0.9 * S[1]
     rho = spearman(ds.kernel_distance.values.ravel(), ds.hamming_distance.values.ravel())
     print("Spearman(S, H):", rho)
     assert rho >= 0.8  # measured 0.841

@@ -5,6 +5,7 @@ initial gaps of Lemma 3.1. The sizes follow each claim's protocol; the long ones
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -32,6 +33,7 @@ from richlazy_cli.report.scaling import (
     scaling_figures,
     tail_loss,
     unstable_exponent,
+    unstable_window_slope,
 )
 
 H4 = hermite_coeffs(4, None)
@@ -269,6 +271,20 @@ def test_heavy_tail_barrier_numbers() -> None:
     assert unstable_exponent(0.8) == pytest.approx(-0.375)
 
 
+def test_budget_tuned_law_at_finite_p() -> None:
+    """The derived law (docs/claims.md §5) over the window [n̂_1, n̂_P] that a run sees, with
+    the exact tail sums: slope −0.90 at P = 8 (the measured envelope: −1.06 and −1.10), −0.65
+    at P = 64 and −0.44 at P = 32768. It moves toward −(2β−1)/(2β) = −0.375 with P, but
+    slowly: P = 64 would test −0.65, not −0.375. Checked against a hand sum at P = 2, where
+    the window [1, 2^1.6) learns one task throughout: L = ½a_2², a flat line (slope 0)."""
+    s = {P: unstable_window_slope(P, 0.8) for P in (8, 64, 512, 4096, 32768)}
+    assert s[8] == pytest.approx(-0.901, abs=2e-3) and s[64] == pytest.approx(-0.651, abs=2e-3)
+    Ps = sorted(s)
+    assert all(s[a] < s[b] for a, b in itertools.pairwise(Ps)), s
+    assert 0 < unstable_exponent(0.8) - s[32768] < 0.1, s  # −0.444: still 0.07 away
+    assert unstable_window_slope(2, 0.8) == pytest.approx(0.0, abs=1e-12)
+
+
 @pytest.mark.slow
 def test_heavy_tail_barrier_on_simulated_flows() -> None:
     """d = 256, P = 64, σ0 = 1e-2, t_max = 1000, early_stop, seed 0 (part of
@@ -347,6 +363,8 @@ def test_budget_tuned_envelope_beats_stable_step() -> None:
               f"max overlap² of p > 2 before p = 2 is recovered {frozen:.1f}/d")
         # the finite-P cut-off, not the derived −0.375; the small tasks are not frozen
         assert slope <= -0.9 and frozen >= 10, (slope, frozen)
+        # within 0.25 of the derived law's own slope over this window at P = 8 (−0.90)
+        assert abs(slope - unstable_window_slope(P, 0.8)) <= 0.25, slope
 
 
 # -- Lemma 3.1: initial gaps (R15) ------------------------------------------------------------

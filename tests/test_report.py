@@ -508,10 +508,15 @@ def test_report_of_a_real_sweep(tmp_path: Path) -> None:
     summary = json.loads((rep / "summary.json").read_text(encoding="utf-8"))
     check_report(rep, summary)
     assert {f["kind"] for f in summary["figures"]} == {"theory"}
+    checked = 0
     for name, s in summary["variables"]["sweep"].items():
         da = direct_extremes(out, name)
         if s["min"] is not None:
             assert s["min"] == float(da.min()) and s["max"] == float(da.max())
+            checked += 1
+        else:  # no finite value: nothing to compare, and the summary says so
+            assert int(da.count()) == 0, name
+    assert checked >= 2, summary["variables"]["sweep"]  # at least loss and beta compared
 
 
 @pytest.mark.skipif(not RICHLAZY.exists(), reason="the richlazy CLI is not installed yet")

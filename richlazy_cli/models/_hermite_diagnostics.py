@@ -23,6 +23,12 @@ Pure functions over a run's outputs (docs/claims.md §Ren; docs/hermite-sgd.md �
   ratios are round-off: the initial overlap is the floor of the reference). The lemma's
   conditions are reported as the ratios ``a_min/d^{-0.3}`` and ``a_min P^{1/2}/d^{-0.8}``
   (both must be ≫ 1).
+* **Time law.** The idealised loss ``loss_theory`` = ``½ (Σ_j c_j²) Σ_p a_p² 1[t < t̂_p]``
+  (the greedy times t̂_p of the run's own initial overlaps) is the time law of Prop. 2.2 and
+  of its heavy-tail remark. How late a flow follows it is read horizontally: at each loss
+  level ℓ, ``t(L ≤ ℓ)`` measured against ``t(L_ideal ≤ ℓ)``. Their ratio → 1 as d grows when
+  the law holds asymptotically; their difference is the d-independent norm phase (of order
+  τ_p), which the search time t̂_p ∝ d outgrows (docs/claims.md §Ren heavy-tail time law).
 """
 
 from __future__ import annotations
@@ -174,3 +180,17 @@ def greedy_plateaus(P: int, beta: float, d: int, widths: tuple[int, ...],
             T = greedy_pairs(initial_directions(s, m, d)[:, :P], a, c)[0]
             out[i, j] = plateau(a, np.isfinite(T))
     return out
+
+
+def time_law_lag(times: np.ndarray, loss: np.ndarray, loss_theory: np.ndarray,
+                 levels: tuple[float, ...] = (0.4, 0.3, 0.2, 0.1)) -> tuple[float, float]:
+    """(geometric mean over ``levels`` of t(L ≤ ℓ)/t(L_ideal ≤ ℓ), mean of their difference)
+    for one run (module docstring, "Time law"); linear interpolation between checkpoints.
+    NaN where a level is never reached."""
+    from richlazy_cli.models.hermite import first_crossing
+
+    t = np.asarray(times, float)
+    meas = np.array([first_crossing(t, -np.asarray(loss), -lev) for lev in levels], float)
+    ideal = np.array([first_crossing(t, -np.asarray(loss_theory), -lev) for lev in levels],
+                     float)
+    return float(np.exp(np.mean(np.log(meas / ideal)))), float(np.mean(meas - ideal))

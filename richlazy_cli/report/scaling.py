@@ -375,6 +375,22 @@ def unstable_exponent(beta: float) -> float:
     return -(2 * beta - 1) / (2 * beta)
 
 
+def unstable_window_slope(P: int, beta: float, n_points: int = 400) -> float:
+    """The log-log slope that the derived budget-tuned law predicts over the window a run can
+    see, at finite ``P`` (docs/claims.md §5): with samples counted in units of the first
+    task's, the budget n learns the tasks p ≤ q(n) = n^{1/(2β)} (eq. (14)) and leaves
+    ``L(n) = ½ Σ_{p>q(n)} a_p²`` (exact sums, ``a_p ∝ p^{−β}``). OLS of log L against log n
+    over ``n_points`` log-spaced budgets in [1, P^{2β}) (the window [n̂_1, n̂_P] of the runs).
+    Tends to :func:`unstable_exponent` as P → ∞, slowly (the tail's finite-P cut-off)."""
+    from richlazy_cli.models.hermite import teacher_weights
+
+    a2 = teacher_weights(P, beta) ** 2
+    tail = np.concatenate([0.5 * np.cumsum(a2[::-1])[::-1], [0.0]])  # tail[k] = ½ Σ_{p>k}
+    n = np.geomspace(1.0, float(P) ** (2 * beta), n_points, endpoint=False)
+    q = np.floor(n ** (1 / (2 * beta)) + 1e-9).astype(int)
+    return float(np.polyfit(np.log(n), np.log(tail[q]), 1)[0])
+
+
 def _clean(obj: Any) -> Any:
     """Make JSON-safe: numpy scalars to Python, non-finite floats to None."""
     if isinstance(obj, dict):
