@@ -125,9 +125,17 @@ def var(dims: tuple[str, ...], data: Any, long_name: str, units: str = "") -> xr
     return xr.Variable(dims, data, attrs)
 
 
-_LEGACY_HOOKS = ("cost", "probe", "output_bytes", "working_bytes", "max_workers")
-"""The resource hooks a model declared before :meth:`Model.footprint` joined them; a model that
-still defines them is honoured by the default footprint."""
+_HOOKS = ("cost", "probe", "output_bytes", "working_bytes", "max_workers")
+"""The parts of a :class:`Footprint` that :meth:`Model.footprint` builds from a family's hooks:
+``_NAME`` declared by a family, or ``NAME``, the public hook a model declared before the
+footprint joined them (still honoured)."""
+
+
+def _hook(cls: type, part: str) -> Callable[..., Any] | None:
+    """The family's hook for one part of its footprint (:data:`_HOOKS`): the private one, else
+    the older public one, else None."""
+    found = getattr(cls, f"_{part}", None)
+    return found if found is not None else getattr(cls, part, None)
 
 
 @dataclass(frozen=True)
@@ -296,24 +304,28 @@ class Model:
         bytes of its outputs and of its working memory, the shortened configuration the dry
         run times, and the most workers that can compute it at once.
 
-        The default: cost 1, nothing declared, the configuration itself as its probe, and one
+        Built from the parts a family declares as private class methods (:data:`_HOOKS`):
+        ``_cost(values)``, ``_output_bytes(action, values)``, ``_working_bytes(action,
+        values)``, ``_probe(values)`` and ``_max_workers(values)``. A part left out takes its
+        default: cost 1, bytes undeclared, the configuration itself as its probe, and one
         worker per GPU where the configuration's implementation runs on a device and its
-        ``device`` is not ``cpu`` (:func:`richlazy_cli.compute.gpu_workers`). A model written
-        against the older separate hooks (``cost(values)``, ``probe(values)``,
-        ``output_bytes(action, values)``, ``working_bytes(action, values)``,
-        ``max_workers(values)``) keeps working: the default calls those it defines.
+        ``device`` is not ``cpu`` (:meth:`device_workers`). A model written against the older
+        public hooks (``cost``, ``probe``, ``output_bytes``, ``working_bytes``,
+        ``max_workers``, same arguments) keeps working: the default calls those it defines
+        where no private part is declared. A family overrides this method only to declare
+        something these parts cannot.
         """
-        legacy = {name: getattr(cls, name) for name in _LEGACY_HOOKS if hasattr(cls, name)}
-        cost = float(legacy["cost"](values)) if "cost" in legacy else 1.0
-        output = legacy["output_bytes"](action, values) if "output_bytes" in legacy else None
-        working = legacy["working_bytes"](action, values) if "working_bytes" in legacy else None
-        if "max_workers" in legacy:
-            workers = legacy["max_workers"](values)
-        else:
-            workers = cls.device_workers(values, action)
-        shorten = legacy.get("probe")
-        return Footprint(cost, output, working, workers,
-                         (lambda: dict(shorten(values))) if shorten else (lambda: dict(values)))
+        cost = _hook(cls, "cost")
+        output = _hook(cls, "output_bytes")
+        working = _hook(cls, "working_bytes")
+        workers = _hook(cls, "max_workers")
+        shorten = _hook(cls, "probe")
+        return Footprint(
+            1.0 if cost is None else float(cost(values)),
+            None if output is None else output(action, values),
+            None if working is None else working(action, values),
+            cls.device_workers(values, action) if workers is None else workers(values),
+            (lambda: dict(values)) if shorten is None else (lambda: dict(shorten(values))))
 
     @classmethod
     def device_workers(cls, values: Mapping[str, Any], action: str | None = None) -> int | None:

@@ -47,7 +47,7 @@ from .. import compute
 from ..errors import BadInput, Status
 from ..practice import data as sources
 from ..practice import filters, metrics, nets
-from .base import Batch, Footprint, Model, Progress, register, rng, var
+from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
 DEFAULT_EPOCHS = (1, 2, 5, 10, 20, 50, 100, 200, 500)
@@ -135,14 +135,6 @@ class CNN(Model):
         if values["optimizer"] != "sgd" and values["momentum"] != 0.9:
             raise BadInput("parameter momentum: only read when optimizer = sgd")
         nets.network(values["arch"], shape, values.get("first_kernel"), values["norm"])
-
-    @classmethod
-    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
-        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
-        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
-        return Footprint(cls._cost(values), cls._output_bytes(action, values),
-                         None, cls.device_workers(values, action),
-                         lambda: cls._probe(values))
 
     @classmethod
     def _cost(cls, values: Mapping[str, Any]) -> float:

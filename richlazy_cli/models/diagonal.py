@@ -70,7 +70,7 @@ from threadpoolctl import threadpool_limits
 from ..errors import BadInput, Status
 from ..records import record_grid
 from ..userfiles import read_npz
-from .base import Batch, Footprint, Model, Progress, register, rng, var
+from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
 __all__ = [
@@ -455,14 +455,6 @@ class DiagonalModel(Model):
             raise BadInput(f"parameter r: {values['r']} > d = {values['d']}; need 1 ≤ r ≤ d")
         if values["t_min"] >= values["t_max"]:
             raise BadInput("parameter t_min: must be smaller than t_max")
-
-    @classmethod
-    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
-        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
-        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
-        return Footprint(cls._cost(values), cls._output_bytes(action, values),
-                         None, cls.device_workers(values, action),
-                         lambda: dict(values))
 
     @classmethod
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:

@@ -38,7 +38,7 @@ import xarray as xr
 
 from .. import compute
 from ..errors import BadInput, Status
-from .base import Batch, Footprint, Model, Progress, register, rng, var
+from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
 OPS = ("x+y", "x-y", "x*y", "x/y")
@@ -158,14 +158,6 @@ class Grokking(Model):
                 f"parameter train_fraction: {values['train_fraction']:g} gives {n_train} "
                 f"training pairs of {N}; both the training and the validation set need at "
                 "least one")
-
-    @classmethod
-    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
-        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
-        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
-        return Footprint(cls._cost(values), cls._output_bytes(action, values),
-                         cls._working_bytes(action, values), cls.device_workers(values, action),
-                         lambda: cls._probe(values))
 
     @classmethod
     def _cost(cls, values: Mapping[str, Any]) -> float:

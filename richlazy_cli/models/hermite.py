@@ -91,7 +91,7 @@ from ..records import record_grid
 from ._hermite_poly import hermite_eval
 from ._hermite_population import R_FLOOR, population_loss_grad
 from ._hermite_sgd import run_online_sgd
-from .base import Batch, Footprint, Model, Progress, register, rng, var
+from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
 RECOVERY = 0.9
@@ -648,14 +648,6 @@ class Hermite(Model):
                     f"parameter method: {values['method']} needs the dense Jacobian of the "
                     f"m·d = {n} weights ({n}² values, {n * n * 8 / 2**20:.0f} MiB); the limit "
                     f"is m·d ≤ {JACOBIAN_LIMIT}: use RK45 or DOP853")
-
-    @classmethod
-    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
-        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
-        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
-        return Footprint(cls._cost(values), cls._output_bytes(action, values),
-                         None, cls.device_workers(values, action),
-                         lambda: cls._probe(values))
 
     @classmethod
     def _probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:

@@ -120,7 +120,7 @@ from ..errors import BadInput
 from ..kernel_distance import kernel_distance as shared_kernel_distance
 from ..records import record_grid
 from ..userfiles import read_npz
-from .base import Batch, Footprint, Model, Progress, register, rng, var
+from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
 # -- linear algebra helpers (all accept leading batch axes) -----------------------------------
@@ -597,14 +597,6 @@ class Linear(Model):
                     f"parameter delta: {delta:g} < 0 needs h <= d for an isotropic init "
                     f"(Δ = δI_h forces rank W = h); got h={h}, d={d}"
                 )
-
-    @classmethod
-    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
-        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
-        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
-        return Footprint(cls._cost(values), cls._output_bytes(action, values),
-                         None, cls.device_workers(values, action),
-                         lambda: dict(values))
 
     @classmethod
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:

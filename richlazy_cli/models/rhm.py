@@ -43,7 +43,7 @@ from ..errors import BadInput, Status
 from ..practice import hierarchy, nets
 from ..practice.metrics import accuracy, evaluate
 from ..records import record_grid
-from .base import Batch, Footprint, Model, Progress, register, rng, var
+from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
 SCHEDULES = ("cosine_clamped", "cosine_torch", "constant")
@@ -133,14 +133,6 @@ class RHM(Model):
                 f"parameter train_fraction: {values['train_fraction']:g} gives {n_train} "
                 f"training inputs; between 1 and P_max - test_size = "
                 f"{P - values['test_size']} are available")
-
-    @classmethod
-    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
-        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
-        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
-        return Footprint(cls._cost(values), cls._output_bytes(action, values),
-                         cls._working_bytes(action, values), cls.device_workers(values, action),
-                         lambda: cls._probe(values))
 
     @classmethod
     def _cost(cls, values: Mapping[str, Any]) -> float:

@@ -47,7 +47,7 @@ from ..kernel_distance import kernel_distance as shared_kernel_distance
 from ..records import record_grid
 from ._single_neuron_extras import extra_outputs, hessian_map_defect  # noqa: F401 (re-export)
 from ._single_neuron_halves import _halves
-from .base import Batch, Footprint, Model, Progress, register, var
+from .base import Batch, Model, Progress, register, var
 from .params import Param
 
 WHITENING_TOL = 1e-12
@@ -598,14 +598,6 @@ class SingleNeuron(Model):
     }
 
     # -- validation ------------------------------------------------------------------------
-    @classmethod
-    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
-        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
-        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
-        return Footprint(cls._cost(values), cls._output_bytes(action, values),
-                         None, cls.device_workers(values, action),
-                         lambda: dict(values))
-
     @classmethod
     def _output_bytes(cls, action: str, values: dict[str, Any]) -> float | None:
         """Whitened data without a leak: ten float64 trajectories over (method, time), two of

@@ -55,7 +55,7 @@ from ..records import record_grid
 from . import _two_layer_data as tl_data
 from . import _two_layer_geometry as geo
 from . import _two_layer_kernels as kern
-from .base import Batch, Footprint, Model, Progress, register, var
+from .base import Batch, Model, Progress, register, var
 from .params import Param
 
 PROBE_STEPS = 200
@@ -188,14 +188,6 @@ class TwoLayer(Model):
                 f"parameter checkpoints: every step must be in [0, steps={values['steps']}]"
             )
         tl_data.check_data(values)
-
-    @classmethod
-    def footprint(cls, action: str, values: Mapping[str, Any]) -> Footprint:
-        """One configuration's :class:`~richlazy_cli.models.base.Footprint`: the private
-        estimates below (cost, output bytes, ...) and one worker per GPU on a device."""
-        return Footprint(cls._cost(values), cls._output_bytes(action, values),
-                         None, cls.device_workers(values, action),
-                         lambda: cls._probe(values))
 
     @classmethod
     def _probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
