@@ -70,7 +70,7 @@ def main() -> None:
     with threadpool_limits(limits=1, user_api="blas"):
         t_gd, _ = best_of(1, lambda: study_gd(X, y))
         rk = float(sqrt_k_symmetric(ALPHA, SHAPE))
-        times = record_times(values["t_min"], values["t_max"], values["n_time"])
+        times = record_times(values["t_min"], values["t_max"], values["n_records"])
         t_flow, flow = best_of(5, lambda: solve_flow(
             X, y, rk, TOL, times, values["t_max"], rtol=values["rtol"],
             atol=1e-2 * values["rtol"]))

@@ -171,7 +171,7 @@ def _model_json(m: Any) -> dict[str, Any]:
         "name": m.name,
         "summary": m.summary,
         "actions": list(m.actions),
-        "params": [p.to_json() for p in m.params],
+        "params": [{**p.to_json(), "aliases": m.aliases_of(p.name)} for p in m.params],
     }
 
 
@@ -237,7 +237,10 @@ def models_cmd(
         for p in m.params:
             d = p.to_json()
             default = "none" if d["default"] is None else str(d["default"])
-            table.add_row(d["name"], d["type"], default, d["unit"], d["range"], d["help"])
+            also = ", ".join(f"{alias} for {'/'.join(acts)}"
+                             for alias, acts in m.aliases_of(p.name).items())
+            helptext = f"{d['help']} (also given as {also})" if also else d["help"]
+            table.add_row(d["name"], d["type"], default, d["unit"], d["range"], helptext)
         out.print(table)
     if outputs is not None:
         table = Table(title=f"outputs of {models[0].name} (variables of a result file)",

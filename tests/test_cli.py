@@ -46,7 +46,7 @@ def test_single_solve_writes_labelled_file_with_provenance(tmp_path, cli, monkey
         for attr in REQUIRED_ATTRS:
             assert attr in ds.attrs, attr
         params = json.loads(ds.attrs["params"])
-        assert params["delta"] == 1.0 and params["n_times"] == 11 and params["t_max"] == 20
+        assert params["delta"] == 1.0 and params["n_records"] == 11 and params["t_max"] == 20
         assert json.loads(ds.attrs["command"])[:2] == ["richlazy", "solve"]
         assert json.loads(ds.attrs["grid"]) == {}
         assert ds.attrs["created"].endswith("Z")
@@ -84,7 +84,7 @@ def test_job_file_for_single_run(tmp_path, cli) -> None:
     assert result.code == 0, result.err
     with xr.open_dataset(out, engine="h5netcdf") as ds:
         params = json.loads(ds.attrs["params"])
-    assert params["delta"] == -1.0 and params["beta0"] == [1.0, 0.5] and params["n_times"] == 5
+    assert params["delta"] == -1.0 and params["beta0"] == [1.0, 0.5] and params["n_records"] == 5
 
 
 BAD_SOLVES = {
@@ -210,7 +210,8 @@ def test_swept_parameter_that_moves_a_model_coordinate(tmp_path, cli) -> None:
 def test_swept_parameter_that_changes_a_dimension_length_is_padded(tmp_path, cli) -> None:
     """n_times = 11, 21: every variable over time is laid out at 21 times, NaN beyond a
     point's own, with a ``padding`` attribute; the times are kept per point in time_values
-    (docs/engine.md, "Grids that change an output's shape")."""
+    (docs/engine.md, "Grids that change an output's shape"). ``n_times`` is the older name of
+    ``n_records``, the name the grid dimension takes (docs/engine.md, "Records")."""
     out = tmp_path / "nt.h5"
     result = cli("sweep", "solve", "single-neuron", "-g", "n_times=11,21", "--jobs", "1",
                  "-q", "-o", out)
@@ -218,9 +219,9 @@ def test_swept_parameter_that_changes_a_dimension_length_is_padded(tmp_path, cli
     with xr.open_dataset(out, engine="h5netcdf") as ds:
         loss = ds["loss"]
         assert loss.sizes["time"] == 21 and "time" in loss.attrs["padding"]
-        assert np.isnan(loss.sel(n_times=11).values[..., 11:]).all()
-        assert np.isfinite(loss.sel(n_times=11).values[..., :11]).all()
-        assert np.isfinite(loss.sel(n_times=21).values).all()
-        times = ds["time_values"].sel(n_times=11).values
+        assert np.isnan(loss.sel(n_records=11).values[..., 11:]).all()
+        assert np.isfinite(loss.sel(n_records=11).values[..., :11]).all()
+        assert np.isfinite(loss.sel(n_records=21).values).all()
+        times = ds["time_values"].sel(n_records=11).values
         assert np.isnan(times[11:]).all() and np.isfinite(times[:11]).all()
     assert cli("store", "verify", out).code == 0

@@ -104,7 +104,7 @@ def test_two_layer_probe_keeps_the_runs_mix_of_steps_and_checkpoints() -> None:
     probe = TwoLayer._probe(run)
     steps = int(probe["steps"])
     assert steps == math.ceil(PROBE_GFLOP / (4 * 20 * 2 * 50 / 1e9))
-    ck = checkpoint_steps(steps, int(probe["n_checkpoints"]), probe["checkpoints"])
+    ck = checkpoint_steps(steps, int(probe["n_records"]), probe["records"])
     run_ck = checkpoint_steps(1_000_000, 101, None)
     assert ck[0] == 0 and ck[-1] == steps
     assert len(ck) == max(2, round(len(run_ck) * steps / 1_000_000))

@@ -182,16 +182,25 @@ ALIASED = [(name, alias, action, target) for name, cls in MODELS.items()
            for alias, targets in cls.aliases.items() for action, target in targets.items()]
 
 
+RECORDING = {"two-layer", "rhm", "cnn", "hermite", "linear", "diagonal", "single-neuron"}
+
+
 def test_every_family_that_records_speaks_the_record_vocabulary() -> None:
-    named = {name for name, *_ in ALIASED}
-    assert named >= {"two-layer", "rhm", "cnn", "hermite", "linear", "diagonal", "single-neuron"}
-    assert {alias for _, alias, *_ in ALIASED} <= set(RECORD_VOCABULARY)
+    """The record count and points are parameters named ``n_records`` / ``records`` in every
+    family that records; the families' older names are aliases of them, and only of them."""
+    for name in RECORDING:
+        own = {p.name for p in MODELS[name].params}
+        assert own & set(RECORD_VOCABULARY), name
+        assert not own & {"n_times", "checkpoints", "n_checkpoints", "n_time", "n_record"}, name
+    assert {name for name, *_ in ALIASED} >= RECORDING
+    assert {target for *_, target in ALIASED} <= set(RECORD_VOCABULARY)
 
 
 @pytest.mark.parametrize("name, alias, action, target", ALIASED)
 def test_a_record_alias_is_its_parameter(name: str, alias: str, action: str, target: str) -> None:
-    """``n_records`` / ``records`` given, or swept, are the family's own parameter, which the
-    result records under its own name; giving both is refused."""
+    """A family's older name (``n_times``, ``checkpoints``, ...) given, or swept, is its
+    ``n_records`` / ``records``, which the result records under that name; giving both is
+    refused."""
     cls = MODELS[name]
     example = {k: v for k, v in cls.examples[action][0].items() if k != target}
     value: Any = [1] if cls.param(target).kind == "int_list" else 3

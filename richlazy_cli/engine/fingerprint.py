@@ -160,6 +160,39 @@ def fingerprint(
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def recorded_before(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> bool:
+    """Whether ``recorded`` (``model``, ``action``, ``params``, ``grid`` and ``fingerprint``
+    of a result or parts folder) is the sweep ``now`` (a manifest: the same keys and
+    ``inputs``) written under a family's older parameter names (docs/engine.md, "Records").
+
+    It is when its names made canonical (:meth:`.Model.canonical`) give ``now``'s parameters
+    and grid, and its fingerprint is the one its own names hash to with ``now``'s inputs, so
+    that the input files' contents are the ones it was computed from. A sweep started before
+    the record vocabulary was canonical is so resumed, continued and merged; its parts keep
+    the fingerprint they carry (:class:`.parts.PartsFolder`).
+    """
+    from ..models.base import get_model
+
+    if (recorded.get("model"), recorded.get("action")) != (now.get("model"), now.get("action")):
+        return False
+    params, grid = recorded.get("params"), recorded.get("grid")
+    if not isinstance(params, dict) or not isinstance(grid, dict):
+        return False
+    try:
+        model = get_model(str(now["model"]))
+    except BadInput:
+        return False
+    action = str(now["action"])
+    if (model.canonical(action, params) != now.get("params")
+            or model.canonical(action, grid, swept=True) != now.get("grid")):
+        return False
+    try:
+        before = fingerprint(model.name, action, params, grid, now.get("inputs", []))
+    except (KeyError, TypeError):
+        return False
+    return before == recorded.get("fingerprint")
+
+
 def changed_inputs(recorded: Sequence[Mapping[str, Any]]) -> list[str]:
     """The recorded input files whose size or SHA-256 differ now (or that are gone)."""
     changed = []

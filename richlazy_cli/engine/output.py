@@ -31,9 +31,10 @@ import xarray as xr
 
 from .. import __version__
 from ..errors import BadInput
+from ..models.base import get_model
 from ..models.params import jsonable
 from .assemble import result_as_chunk
-from .fingerprint import InputGuard, fingerprint, input_record
+from .fingerprint import InputGuard, fingerprint, input_record, recorded_before
 from .parts import PartsFolder, folder_state, parts_path, remove_folder, remove_stale
 from .store import (
     check_writable,
@@ -136,6 +137,37 @@ def _history_of(ds: xr.Dataset) -> list[dict[str, Any]]:
     ]
 
 
+def in_current_names(ds: xr.Dataset) -> xr.Dataset:
+    """A result ``ds`` with the parameters its ``params`` and ``grid`` attributes name, and
+    its grid dimensions, under the names they have now (:meth:`.Model.canonical`: a family's
+    older record names, docs/engine.md "Records"), so that a result written before is
+    resumed or merged with one written now. Its fingerprint is left as it was written; the
+    caller that keeps the result writes a new one. Unchanged when nothing was renamed."""
+    params, grid = json_attr(ds, "params"), json_attr(ds, "grid")
+    if not isinstance(params, dict) or not isinstance(grid, dict):
+        return ds
+    try:
+        model = get_model(str(ds.attrs.get("model")))
+    except BadInput:
+        return ds
+    action = str(ds.attrs.get("action"))
+    now_params, now_grid = model.canonical(action, params), model.canonical(action, grid,
+                                                                             swept=True)
+    if (now_params, now_grid) == (params, grid):
+        return ds
+    dims = {old: model.aliases[old][action] for old in grid
+            if old not in now_grid and old in ds.variables}
+    renamed = ds.rename(dims) if dims else ds.copy()
+    renamed.attrs.update(params=json.dumps(now_params), grid=json.dumps(now_grid))
+    errors = json_attr(ds, "errors")
+    if dims and isinstance(errors, list):  # each failed point named by its grid values
+        renamed.attrs["errors"] = json.dumps([
+            {**e, "point": {dims.get(k, k): v for k, v in e["point"].items()}}
+            if isinstance(e, dict) and isinstance(e.get("point"), dict) else e
+            for e in errors])
+    return renamed
+
+
 def check_same_sweep(path: Path, ds: xr.Dataset, manifest: dict[str, Any]) -> None:
     """BadInput unless the result ``ds`` (read from ``path``) is of ``manifest``'s sweep."""
     for key in ("model", "action"):
@@ -144,12 +176,16 @@ def check_same_sweep(path: Path, ds: xr.Dataset, manifest: dict[str, Any]) -> No
     for key in ("params", "grid"):
         if json_attr(ds, key) is None:
             raise BadInput(f"{path}: attribute {key} is missing or not valid JSON")
-    if json_attr(ds, "grid") != manifest["grid"] or json_attr(ds, "params") != manifest["params"]:
+    written = {key: ds.attrs.get(key) for key in ("model", "action", "fingerprint")}
+    written.update(params=json_attr(ds, "params"), grid=json_attr(ds, "grid"))
+    earlier = recorded_before(written, manifest)  # under older parameter names
+    same = (written["grid"], written["params"]) == (manifest["grid"], manifest["params"])
+    if not (same or earlier):
         raise BadInput(f"{path} holds another sweep (parameters or grid differ); cannot resume")
     if "status" not in ds:
         raise BadInput(f"{path} has no status variable: not a sweep result; cannot resume")
     recorded = ds.attrs.get("fingerprint")
-    if recorded and recorded != manifest.get("fingerprint"):
+    if recorded and recorded != manifest.get("fingerprint") and not earlier:
         raise BadInput(
             f"{path}: an input file changed since the result was written (its SHA-256 "
             "differs from the recorded one); restore it, or use --force to start over"
@@ -238,7 +274,7 @@ def _resume(
     manifest["provenance"] = _provenance_of(previous)
     manifest["history"] = history
     try:
-        seed = result_as_chunk(previous, job.grid)
+        seed = result_as_chunk(in_current_names(previous), job.grid)
     except BadInput as exc:
         raise BadInput(f"{out}: {exc}; cannot resume") from None
     folder = PartsFolder.create(ppath, manifest)

@@ -40,6 +40,7 @@ import xarray as xr
 from ..errors import UNREADABLE, BadInput
 from ..models.params import jsonable
 from .chunk import ChunkResult
+from .fingerprint import recorded_before
 from .store import WriteFailed, atomic_write, space_problem
 
 MANIFEST = "manifest.json"
@@ -235,6 +236,9 @@ class PartsFolder:
             ) from None
         if not isinstance(found, dict):
             found = {}
+        if found.get("fingerprint") != manifest.get("fingerprint") and recorded_before(
+                found, manifest):
+            found = _renamed(found, manifest)
         for key in IDENTITY[:-1]:
             if found.get(key) != manifest.get(key):
                 raise BadInput(
@@ -309,8 +313,11 @@ class PartsFolder:
             raise WriteFailed(f"{problem} (parts and final file together)", errno.ENOSPC)
 
     def _mine(self, meta: dict[str, Any]) -> bool:
-        """Whether a part belongs to this folder's sweep (its fingerprint is the manifest's)."""
-        return meta.get("fingerprint") == self.manifest.get("fingerprint")
+        """Whether a part belongs to this folder's sweep: its fingerprint is the manifest's,
+        or the one the sweep had under older parameter names (:func:`_renamed`)."""
+        mark = meta.get("fingerprint")
+        return mark == self.manifest.get("fingerprint") or (
+            mark is not None and mark in self.manifest.get(EARLIER, ()))
 
     def read(self) -> Iterator[ChunkResult]:
         """Every stored chunk, oldest first. A corrupt part is a BadInput."""
@@ -361,6 +368,22 @@ class PartsFolder:
                     f"{file} is corrupt; delete it to recompute its points, or use --force"
                 ) from None
         return status
+
+
+EARLIER = "earlier_fingerprints"
+"""Manifest key: the fingerprints this folder's sweep had under older parameter names."""
+
+
+def _renamed(found: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest ``found`` of a folder written under a family's older parameter names
+    (:func:`.fingerprint.recorded_before`), now under ``manifest``'s names and fingerprint;
+    the fingerprint its parts carry is kept among the :data:`EARLIER` ones they are read by.
+    Saved with the folder's next manifest write (a resume), not here."""
+    renamed = dict(found)
+    renamed[EARLIER] = [*found.get(EARLIER, []), found["fingerprint"]]
+    for key in ("params", "grid", "fingerprint"):
+        renamed[key] = manifest[key]
+    return renamed
 
 
 def _input_change(found: dict[str, Any], manifest: dict[str, Any]) -> str:

@@ -634,9 +634,9 @@ def _grid_problems(ds: xr.Dataset) -> list[str]:
     except BadInput as exc:
         return [f"attribute grid does not parse ({exc})"]
     problems = []
-    for dim in grid.dims:
+    for written, dim in zip(specs, grid.dims, strict=True):  # written: perhaps an older name
         want = dim.coordinate()
-        have = np.asarray(ds[dim.name].values)
+        have = np.asarray(ds[written].values)
         if want.dtype == object or have.dtype.kind in "OUS":
             same = _is_subset([str(v) for v in have], [str(v) for v in want])
         else:

@@ -148,7 +148,7 @@ def decoupling_run(d: int, P: int, m: int, seed: int, a: list[float] | None = No
     from .hermite import Hermite, teacher_weights
 
     given: dict[str, Any] = {"d": d, "P": P, "m": m, "seed": seed, "sigma0": sigma0,
-                             "t_max": t_max, "checkpoints": checkpoints, "early_stop": True,
+                             "t_max": t_max, "n_records": checkpoints, "early_stop": True,
                              "save_params": True}
     if a is None:
         given["beta"] = beta

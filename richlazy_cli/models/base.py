@@ -196,9 +196,10 @@ class Model:
     of preference: an action runs on the first that implements it unless the
     ``implementation`` parameter names another. Empty: one implicit CPU implementation."""
     aliases: ClassVar[dict[str, dict[str, str]]] = {}
-    """Other names a parameter is given by: name → action → the parameter it stands for. The
-    record vocabulary (:data:`RECORD_VOCABULARY`, docs/engine.md, "Records") is declared
-    here: ``n_records`` and ``records`` name each family's own record count and points."""
+    """Other names a parameter is given by: name → action → the parameter it stands for. A
+    result records the parameter's own name, never the alias. The families' older names of
+    what a run records (``n_times``, ``checkpoints``, ...) are declared here as aliases of
+    the record vocabulary (:data:`RECORD_VOCABULARY`, docs/engine.md, "Records")."""
     implementation_aliases: ClassVar[dict[str, dict[str, dict[str, tuple[str, ...]]]]] = {}
     """Older parameters that chose the implementation, accepted as aliases: per action,
     parameter → value → the implementations that value allows. Kept in step with the
@@ -217,11 +218,44 @@ class Model:
         for p in cls.params:
             if p.name == name:
                 return p
-        where = f" for {action}" if targets and action is not None else ""
+        if targets and action is not None:  # another action's older name
+            named = ", ".join(f"{target} for {a}" for a, target in targets.items())
+            raise BadInput(f"model {cls.name}: {name} is the older name of {named}, not a "
+                           f"parameter of {action}")
+        where = ""
         raise BadInput(
             f"model {cls.name} has no parameter {name!r}{where}"
             + suggest(name, [*(p.name for p in cls.params), *cls.aliases])
         )
+
+    @classmethod
+    def aliases_of(cls, name: str) -> dict[str, tuple[str, ...]]:
+        """The other names parameter ``name`` is given by (:attr:`aliases`), each with the
+        actions it names it for: what ``richlazy models NAME`` shows beside it."""
+        return {alias: tuple(a for a, target in targets.items() if target == name)
+                for alias, targets in cls.aliases.items() if name in targets.values()}
+
+    @classmethod
+    def canonical(cls, action: str, named: Mapping[str, Any], *, swept: bool = False
+                  ) -> dict[str, Any]:
+        """``named`` (values by parameter name, as a result or a parts folder recorded them,
+        perhaps under a family's older names) under the names :meth:`given` gives them: an
+        alias of ``action`` (:attr:`aliases`) becomes the parameter it stands for, unless that
+        parameter is there too. An alias of other actions only is left out: it was once a
+        parameter of its own that ``action`` did not read (``linear``'s ``checkpoints`` in a
+        solve). With ``swept`` (grid dimensions) nothing is left out, so that a grid never
+        loses a dimension. Other names stay as they are."""
+        out: dict[str, Any] = {}
+        for name, value in named.items():
+            targets = cls.aliases.get(name)
+            if targets is None:
+                out[name] = value
+            elif action in targets:
+                if targets[action] not in named:
+                    out[targets[action]] = value
+            elif swept:
+                out[name] = value
+        return out
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
@@ -245,7 +279,12 @@ class Model:
                 raise BadInput(f"parameter {p.name} is given twice (as {named[p.name]} and "
                                f"as {name})")
             named[p.name] = name
-            values[p.name] = p.parse(value) if isinstance(value, str) else p.coerce(value)
+            try:
+                values[p.name] = p.parse(value) if isinstance(value, str) else p.coerce(value)
+            except BadInput as exc:
+                if name == p.name:
+                    raise
+                raise BadInput(f"{exc} (given as {name})") from None
         return values
 
     @classmethod
@@ -432,8 +471,9 @@ RECORD_VOCABULARY: dict[str, str] = {
                  "family's parameter says)",
     "records": "the recorded points themselves (steps or epochs), given explicitly",
 }
-"""The one vocabulary for what a run records, accepted by every family (:attr:`Model.aliases`)
-beside the family's own parameter name (docs/engine.md, "Records")."""
+"""The one vocabulary for what a run records: the names of the parameters of every family
+that records (docs/engine.md, "Records"), which results record and messages name; each
+family's older name for them is an alias (:attr:`Model.aliases`)."""
 
 
 # -- the contract ---------------------------------------------------------------------------

@@ -18,7 +18,7 @@ optimiser) or SGD with ``momentum`` on the mean cross-entropy, mini-batches of `
 fresh permutation per epoch (``rng(seed, "batches")``, the last batch possibly smaller).
 
 Metrics (docs/practice.md §3) at checkpoint steps: 0, the first ``first_steps`` steps, and the
-ends of the epochs in ``checkpoints`` (default 1, 2, 5, 10, 20, 50, 100, 200, 500, and the last
+ends of the epochs in ``records`` (default 1, 2, 5, 10, 20, 50, 100, 200, 500, and the last
 epoch): the kernel distance S(0,t) of the empirical NTK over the probe set (float64, built
 layer by layer from the factorised per-example gradients, docs/practice.md eq. (7)), the
 Hamming distance of the probe set's activation bits over every hidden unit, the parameter
@@ -97,7 +97,7 @@ class CNN(Model):
         Param("kernel", "str", "trace", "NTK: trace (sum_c J_c J_c^T) or full ((n c) x (n c))",
               choices=metrics.KERNELS),
         Param("first_steps", "int", 10, "checkpoint every one of the first steps", low=0),
-        Param("checkpoints", "int_list", None, "checkpoint epochs (default 1, 2, 5, 10, 20, "
+        Param("records", "int_list", None, "checkpoint epochs (default 1, 2, 5, 10, 20, "
               "50, 100, 200, 500; the last epoch is always added)", low=0, optional=True),
         Param("save_filters", "bool", False, "also store the first layer's filters at the end "
               "(and the roughness of their update w_end − w_0)"),
@@ -110,8 +110,8 @@ class CNN(Model):
         *compute.run_params("seed of split, probe set, initialisation and batches",
                              "float64"),
     )
-    aliases: ClassVar[dict[str, dict[str, str]]] = {"records": {"train": "checkpoints"}}
-    """The record vocabulary (docs/engine.md, "Records")."""
+    aliases: ClassVar[dict[str, dict[str, str]]] = {"checkpoints": {"train": "records"}}
+    """The older name of the recorded epochs (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (
             {"epochs": 1, "batch": 256, "first_steps": 2, "probe_fraction": 0.01,
@@ -185,7 +185,7 @@ class CNN(Model):
         n_ck = _checkpoints(values, int(n_train)).size
         inner = max(0, round(n_ck * short / epochs) - 2)  # besides step 0 and the last
         listed = np.unique(np.linspace(1, short, inner + 2)[1:-1].round().astype(np.int64))
-        return {**values, "epochs": short, "first_steps": 0, "checkpoints": listed.tolist()}
+        return {**values, "epochs": short, "first_steps": 0, "records": listed.tolist()}
 
     @classmethod
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
@@ -319,7 +319,7 @@ def _train_stacked(batch: Batch, v: Mapping[str, Any], device: str,
 def _checkpoints(v: Mapping[str, Any], n_train: int) -> np.ndarray:
     """The checkpoint steps of a configuration on ``n_train`` training samples."""
     spe = math.ceil(n_train / int(v["batch"]))
-    return checkpoint_steps(int(v["epochs"]), spe, int(v["first_steps"]), v.get("checkpoints"))
+    return checkpoint_steps(int(v["epochs"]), spe, int(v["first_steps"]), v.get("records"))
 
 
 def _iid_level(arch: str, first_kernel: int | None) -> float:

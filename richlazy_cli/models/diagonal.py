@@ -26,10 +26,11 @@ configuration at a time (adaptive step sizes are per configuration, so a configu
 bitwise the same result alone and inside any batch), until the train MSE falls below ``tol`` (a
 terminal event) or the time reaches ``t_max``.
 
-Recording. ``solve`` records ``train_loss`` at ``time`` = 0 and ``n_time`` log-spaced times from
-``t_min`` to ``t_max``; ``train`` at ``step`` = 0 and about ``n_record`` log-spaced steps up to
-``max_steps``. Both grids depend only on non-batchable parameters; once a configuration has
-stopped (train MSE below ``tol``) its later entries hold its final value.
+Recording. ``solve`` records ``train_loss`` at ``time`` = 0 and ``n_records`` log-spaced times
+from ``t_min`` to ``t_max``; ``train`` at ``step`` = 0 and about ``n_records`` log-spaced steps up
+to ``max_steps`` (the older names ``n_time`` and ``n_record`` are aliases). Both grids depend
+only on non-batchable parameters; once a configuration has stopped (train MSE below ``tol``)
+its later entries hold its final value.
 
 ``train`` runs full-batch GD on the raw parameters ``u±, v±`` with step ``lr`` until the train MSE
 falls below ``tol`` (or ``max_steps``); configurations are vectorised over the batch for the
@@ -400,32 +401,33 @@ class DiagonalModel(Model):
               low_open=True),
         Param("t_min", "float", 1e-2, "solve: first recorded time after 0", unit="time", low=0,
               low_open=True),
-        Param("n_time", "int", 120, "solve: log-spaced recorded times", low=2),
+        Param("n_records", "int", 120, "how many points a run records after 0: solve, "
+              "log-spaced times from t_min; train, about as many log-spaced steps", low=2),
         Param("rtol", "float", 1e-10, "solve: integrator relative tolerance", low=1e-14,
               high=1e-3),
         Param("lr", "float", 1e-2, "train: GD step size", low=0, low_open=True, batchable=True),
         Param("max_steps", "int", 1_000_000, "train: most GD steps", low=1),
-        Param("n_record", "int", 120, "train: log-spaced recorded steps", low=2),
     )
     aliases: ClassVar[dict[str, dict[str, str]]] = {
-        "n_records": {"solve": "n_time", "train": "n_record"},
+        "n_time": {"solve": "n_records"},
+        "n_record": {"train": "n_records"},
     }
-    """The record vocabulary (docs/engine.md, "Records")."""
+    """The older names of the record count (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
-            {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "t_max": 1e3, "n_time": 10},
+            {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "t_max": 1e3, "n_records": 10},
             {"d": 10, "N": 4, "r": 2, "alpha": 0.03, "s": 0.5, "tol": 1e-6, "t_max": 1e3,
-             "n_time": 10},
-            {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "t_max": 1e3, "n_time": 10,
+             "n_records": 10},
+            {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "t_max": 1e3, "n_records": 10,
              "seed": 1},
         ),
         "train": (
             {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "lr": 0.05, "max_steps": 2000,
-             "n_record": 10},
+             "n_records": 10},
             {"d": 10, "N": 4, "r": 2, "alpha": 0.03, "s": 0.5, "tol": 1e-6, "lr": 0.02,
-             "max_steps": 2000, "n_record": 10},
+             "max_steps": 2000, "n_records": 10},
             {"d": 10, "N": 4, "r": 2, "alpha": 0.1, "tol": 1e-6, "lr": 0.05, "max_steps": 2000,
-             "n_record": 10, "seed": 1},
+             "n_records": 10, "seed": 1},
         ),
     }
 
@@ -460,14 +462,14 @@ class DiagonalModel(Model):
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
         """Over ``dim`` (d), float64: w, w_implicit and beta_star; per point, float64:
         population_error, population_error_implicit, implicit_gap, sqrt_k and time_to_tol,
-        int8 converged; ``solve``: train_loss over the ``n_time + 1`` recorded times and
+        int8 converged; ``solve``: train_loss over the ``n_records + 1`` recorded times and
         int64 nfev; ``train``: train_loss over the recorded steps of :func:`record_steps`
         and int64 steps. With a data file, ``d`` is the file's (:meth:`check` fills it in)."""
         d = int(values["d"])
         if action == "solve":
-            T = int(values["n_time"]) + 1  # 0, then n_time log-spaced times
+            T = int(values["n_records"]) + 1  # 0, then n_records log-spaced times
         else:
-            T = record_steps(int(values["max_steps"]), int(values["n_record"])).size
+            T = record_steps(int(values["max_steps"]), int(values["n_records"])).size
         return 8.0 * (3 * d + 5 + T + 1) + 1
 
     @classmethod
@@ -522,7 +524,7 @@ class DiagonalModel(Model):
     def _solve(self, batch: Batch, progress: Progress | None) -> xr.Dataset:
         values = batch.point(0)
         X, y, beta = make_data(values)
-        times = record_times(values["t_min"], values["t_max"], values["n_time"])
+        times = record_times(values["t_min"], values["t_max"], values["n_records"])
         sqrt_k = sqrt_k_symmetric(batch.column("alpha"), batch.column("s"))
         b, d = batch.size, X.shape[1]
         loss = np.empty((b, times.size))
@@ -564,7 +566,7 @@ class DiagonalModel(Model):
         up = np.repeat(u0[:, None], d, axis=1)
         vp = np.repeat(v0[:, None], d, axis=1)
         um, vm = up.copy(), vp.copy()
-        steps_rec = record_steps(values["max_steps"], values["n_record"])
+        steps_rec = record_steps(values["max_steps"], values["n_records"])
         loss = np.full((b, steps_rec.size), np.nan)
         tol, max_steps = values["tol"], values["max_steps"]
         active = np.ones(b, dtype=bool)

@@ -38,7 +38,7 @@ One evaluation costs O(m² d + m P) (never Monte Carlo).
   the analytic Jacobian, see :func:`_integrate_flow` for when to use which; tolerance
   ``rtol``, ``atol = 1e-3 rtol σ0/√d``) on the flattened ``V``, one configuration at a
   time so that its adaptive steps -- and so its result -- do not depend on the batch. Outputs on
-  ``time`` = 0 and ``checkpoints`` log-spaced times over the ``decades`` decades below ``t_max``
+  ``time`` = 0 and ``n_records`` log-spaced times over the ``decades`` decades below ``t_max``
   (taken from the solver's dense output). The explicit step is set by stability once tasks are
   learned (restoring rates ~ a_1), about one time unit, so their work grows linearly with
   ``t_max``; ``early_stop`` ends the flow once the learnable tasks are recovered and the loss
@@ -50,7 +50,7 @@ One evaluation costs O(m² d + m P) (never Monte Carlo).
   (:mod:`._hermite_sgd`). Since the mean per-sample gradient is
   ``∇L``, SGD follows the flow in the rescaled time ``time = lr × step`` (a variable over
   ``(point, step)``, since ``lr`` is batchable). The *population* loss is reported at 0 and
-  ``checkpoints`` log-spaced steps. Default ``lr = 0.1/d²`` (filled in by
+  ``n_records`` log-spaced steps. Default ``lr = 0.1/d²`` (filled in by
   :meth:`Hermite.check`): the step must scale as ``d^-2`` for the search-phase drift
   ``4 a m³`` (``m² ~ 1/d``) to beat the noise; at ``c/d²`` the noise relative to the drift is
   ≈ ``4.5 a c/c_m²`` whatever ``d`` (docs/hermite-sgd.md, eq. (6)), so SGD tracks the flow to
@@ -574,8 +574,8 @@ class Hermite(Model):
               optional=True),
         Param("stop_on_recovery", "bool", False, "train: stop once every learnable teacher is "
               "recovered, plus 10% more steps"),
-        Param("checkpoints", "int", 200, "number of log-spaced output times/steps (after 0)",
-              low=1),
+        Param("n_records", "int", 200, "how many log-spaced output times/steps a run records "
+              "after 0", low=1),
         Param("seed", "int", 0, "random seed (initial directions; SGD samples)", low=0),
         Param("save_params", "bool", False, "also store the weights v over (time, neuron, dim)"),
         compute.implementation_param(IMPLEMENTATIONS),
@@ -590,21 +590,21 @@ class Hermite(Model):
                   "loop": {"numba": ("numba",), "numpy": ("numpy",)}},
     }
     aliases: ClassVar[dict[str, dict[str, str]]] = {
-        "n_records": {"solve": "checkpoints", "train": "checkpoints"},
+        "checkpoints": {"solve": "n_records", "train": "n_records"},
     }
-    """The record vocabulary (docs/engine.md, "Records")."""
+    """The older name of the record count (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
-            {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "checkpoints": 15, "sigma0": 0.05},
-            {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "checkpoints": 15, "sigma0": 0.01,
+            {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "n_records": 15, "sigma0": 0.05},
+            {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "n_records": 15, "sigma0": 0.01,
              "beta": 1.2},
-            {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "checkpoints": 15, "seed": 1},
+            {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "n_records": 15, "seed": 1},
         ),
         "train": (
-            {"d": 10, "P": 3, "m": 4, "steps": 300, "checkpoints": 10, "batch": 3},
-            {"d": 10, "P": 3, "m": 4, "steps": 300, "checkpoints": 10, "batch": 3,
+            {"d": 10, "P": 3, "m": 4, "steps": 300, "n_records": 10, "batch": 3},
+            {"d": 10, "P": 3, "m": 4, "steps": 300, "n_records": 10, "batch": 3,
              "sigma0": 0.05, "lr": 0.002},
-            {"d": 10, "P": 3, "m": 4, "steps": 300, "checkpoints": 10, "batch": 3, "seed": 1,
+            {"d": 10, "P": 3, "m": 4, "steps": 300, "n_records": 10, "batch": 3, "seed": 1,
              "save_params": True},
         ),
     }
@@ -674,7 +674,7 @@ class Hermite(Model):
 
     @classmethod
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
-        """Over the ``T`` output times (solve: ``checkpoints + 1``; train: the distinct steps
+        """Over the ``T`` output times (solve: ``n_records + 1``; train: the distinct steps
         of :func:`log_steps`), float64 ``loss`` and ``loss_theory`` (time), ``overlap`` and
         ``norm`` (time, teacher), with ``save_params`` ``v`` (time, neuron, dim); per teacher
         float64 ``t_recover``, ``t_recover_theory``, ``winner_overlap0`` and int64
@@ -685,10 +685,10 @@ class Hermite(Model):
         its last state, or NaN), whatever the backend."""
         P, m, d = int(values["P"]), int(values["m"]), int(values["d"])
         if action == "solve":
-            T = int(values["checkpoints"]) + 1
+            T = int(values["n_records"]) + 1
             per_time, per_teacher, scalars = 2 + 2 * P, 5, 3
         else:
-            T = log_steps(int(values["steps"]), int(values["checkpoints"])).size
+            T = log_steps(int(values["steps"]), int(values["n_records"])).size
             per_time, per_teacher, scalars = 3 + 2 * P, 6, 1
         if values["save_params"]:
             per_time += m * d
@@ -764,7 +764,7 @@ class Hermite(Model):
     def solve(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         c, a, U0, sigma0 = self._setup(batch)
         B, m, d, P = batch.size, batch["m"], batch["d"], batch["P"]
-        times = log_times(batch["t_max"], batch["checkpoints"], batch["decades"])
+        times = log_times(batch["t_max"], batch["n_records"], batch["decades"])
         T = len(times)
         loss = np.full((B, T), np.nan)
         overlap = np.full((B, T, P), np.nan)
@@ -831,7 +831,7 @@ class Hermite(Model):
         c, a, U0, sigma0 = self._setup(batch)
         B, m, d, P = batch.size, batch["m"], batch["d"], batch["P"]
         lr = np.ascontiguousarray(batch.column("lr"), dtype=float)
-        grid = log_steps(batch["steps"], batch["checkpoints"])
+        grid = log_steps(batch["steps"], batch["n_records"])
         S = len(grid)
         loss = np.full((B, S), np.nan)
         overlap = np.full((B, S, P), np.nan)

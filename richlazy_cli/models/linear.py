@@ -438,10 +438,10 @@ def make_data(point: dict[str, Any], file: dict[str, np.ndarray] | None = None) 
 # -- the model ----------------------------------------------------------------------------------
 
 
-def recorded_steps(steps: int, checkpoints: int) -> np.ndarray:
-    """The steps ``train`` records: ``checkpoints`` evenly spaced steps from 0 to ``steps``,
+def recorded_steps(steps: int, n_records: int) -> np.ndarray:
+    """The steps ``train`` records: ``n_records`` evenly spaced steps from 0 to ``steps``,
     rounded, duplicates removed."""
-    return record_grid(int(steps), checkpoints - 1, spacing="linear")
+    return record_grid(int(steps), n_records - 1, spacing="linear")
 
 
 def _unflatten(theta: np.ndarray, d: int, h: int, c: int, depth: int) -> tuple[list, np.ndarray]:
@@ -513,7 +513,8 @@ class Linear(Model):
         Param("seed", "int", 0, "random seed (data, teacher, noise, init)", low=0),
         Param("t_max", "float", 20.0, "solve: final gradient-flow time", unit="time", low=0,
               low_open=True),
-        Param("n_times", "int", 101, "solve: number of output times linspace(0, t_max)",
+        Param("n_records", "int", 101, "how many points a run records: solve, output times "
+              "linspace(0, t_max); train, evenly spaced steps, 0 and the last included",
               low=2),
         Param("rtol", "float", 1e-10, "solve: relative tolerance of DOP853", low=0,
               low_open=True),
@@ -522,25 +523,24 @@ class Linear(Model):
         Param("lr", "float", 1e-2, "train: GD step (time per step)", low=0, low_open=True,
               batchable=True),
         Param("steps", "int", 2000, "train: number of GD steps", low=1),
-        Param("checkpoints", "int", 101, "train: number of recorded steps (incl. 0 and last)",
-              low=2),
     )
     aliases: ClassVar[dict[str, dict[str, str]]] = {
-        "n_records": {"solve": "n_times", "train": "checkpoints"},
+        "n_times": {"solve": "n_records"},
+        "checkpoints": {"train": "n_records"},
     }
-    """The record vocabulary (docs/engine.md, "Records")."""
+    """The older names of the record count (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
-            {"d": 3, "h": 3, "n": 4, "t_max": 1.0, "n_times": 5, "delta": -0.5},
-            {"d": 3, "h": 3, "n": 4, "t_max": 1.0, "n_times": 5, "delta": 0.0, "eta_a": 0.5},
-            {"d": 3, "h": 2, "n": 4, "t_max": 1.0, "n_times": 5, "depth": 2, "seed": 1},
-            {"d": 3, "h": 4, "n": 4, "t_max": 1.0, "n_times": 5, "init": "neuron",
+            {"d": 3, "h": 3, "n": 4, "t_max": 1.0, "n_records": 5, "delta": -0.5},
+            {"d": 3, "h": 3, "n": 4, "t_max": 1.0, "n_records": 5, "delta": 0.0, "eta_a": 0.5},
+            {"d": 3, "h": 2, "n": 4, "t_max": 1.0, "n_records": 5, "depth": 2, "seed": 1},
+            {"d": 3, "h": 4, "n": 4, "t_max": 1.0, "n_records": 5, "init": "neuron",
              "delta": 1.0, "delta_spread": 0.5},
         ),
         "train": (
-            {"d": 3, "h": 3, "n": 4, "steps": 50, "checkpoints": 5, "delta": -0.5},
-            {"d": 3, "h": 3, "n": 4, "steps": 50, "checkpoints": 5, "delta": 0.0, "noise": 0.1},
-            {"d": 3, "h": 3, "c": 2, "n": 4, "steps": 50, "checkpoints": 5, "init": "gaussian",
+            {"d": 3, "h": 3, "n": 4, "steps": 50, "n_records": 5, "delta": -0.5},
+            {"d": 3, "h": 3, "n": 4, "steps": 50, "n_records": 5, "delta": 0.0, "noise": 0.1},
+            {"d": 3, "h": 3, "c": 2, "n": 4, "steps": 50, "n_records": 5, "init": "gaussian",
              "seed": 1},
         ),
     }
@@ -550,7 +550,7 @@ class Linear(Model):
     def derive(cls, action: str, values: dict[str, Any]) -> None:
         """A ``data`` file makes ``data_kind = file`` and sets ``n``, ``d`` and ``c`` to its
         sizes; a 1×d ``beta_star`` with ``c = 1`` becomes the d×1 column; ``train`` records
-        at most ``steps + 1`` checkpoints."""
+        at most ``steps + 1`` steps (``n_records``)."""
         if values.get("data") is not None:
             values["data_kind"] = "file"
         if values["data_kind"] == "file" and values.get("data") is not None:
@@ -561,8 +561,8 @@ class Linear(Model):
         if (bs is not None and values["data_kind"] != "file" and values["c"] == 1
                 and bs.shape == (1, values["d"])):
             values["beta_star"] = bs.T.copy()
-        if action == "train" and values["checkpoints"] > values["steps"] + 1:
-            values["checkpoints"] = values["steps"] + 1
+        if action == "train" and values["n_records"] > values["steps"] + 1:
+            values["n_records"] = values["steps"] + 1
 
     @classmethod
     def check(cls, action: str, values: Mapping[str, Any]) -> None:
@@ -600,7 +600,7 @@ class Linear(Model):
 
     @classmethod
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
-        """Float64 throughout. Over the ``T`` output times (``solve``: ``n_times``; ``train``:
+        """Float64 throughout. Over the ``T`` output times (``solve``: ``n_records``; ``train``:
         the recorded steps of :func:`recorded_steps`) and, for ``solve``, the ``M`` methods (2
         for the isotropic depth-1 network, else 1): loss (M, T), beta (M, T, d, c) and
         singular_values (M, T, min(d, c)); over ``T``: kernel_distance, delta_drift,
@@ -608,10 +608,10 @@ class Linear(Model):
         file, ``d`` and ``c`` are the file's (:meth:`check` fills them in)."""
         d, c, depth = int(values["d"]), int(values["c"]), int(values["depth"])
         if action == "solve":
-            T = int(values["n_times"])
+            T = int(values["n_records"])
             M = 2 if values["init"] == "isotropic" and depth == 1 else 1
         else:
-            T = recorded_steps(int(values["steps"]), int(values["checkpoints"])).size
+            T = recorded_steps(int(values["steps"]), int(values["n_records"])).size
             M = 1
         per_time = M * (1 + d * c + min(d, c)) + 2 + (1 if depth > 1 else 0)
         if action == "train":
@@ -652,7 +652,7 @@ class Linear(Model):
     # -- gradient flow ----------------------------------------------------------------------
     def solve(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         d, c, depth = (int(batch[k]) for k in ("d", "c", "depth"))
-        times = record_grid(float(batch["t_max"]), int(batch["n_times"]) - 1, spacing="linear")
+        times = record_grid(float(batch["t_max"]), int(batch["n_records"]) - 1, spacing="linear")
         methods = ["numeric", "theory"] if self._theory_method(batch) else ["numeric"]
         B, T, M = batch.size, times.size, len(methods)
         beta = np.full((B, M, T, d, c), np.nan)
@@ -762,7 +762,7 @@ class Linear(Model):
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         d, c, depth = (int(batch[k]) for k in ("d", "c", "depth"))
         steps = int(batch["steps"])
-        record = recorded_steps(steps, int(batch["checkpoints"]))
+        record = recorded_steps(steps, int(batch["n_records"]))
         B, T = batch.size, record.size
         file = self._file(batch)
         datas = [make_data(batch.point(i), file) for i in range(B)]

@@ -49,10 +49,10 @@ from .params import Param
 SCHEDULES = ("cosine_clamped", "cosine_torch", "constant")
 
 
-def checkpoint_epochs(epochs: int, n_checkpoints: int) -> np.ndarray:
-    """Epoch 0, ``n_checkpoints`` − 2 log-spaced epochs from 1 and the last epoch, rounded
-    to integers with duplicates removed."""
-    return record_grid(int(epochs), max(n_checkpoints - 1, 1), with_last=True)
+def checkpoint_epochs(epochs: int, n_records: int) -> np.ndarray:
+    """Epoch 0, ``n_records`` − 2 log-spaced epochs from 1 and the last epoch, rounded to
+    integers with duplicates removed."""
+    return record_grid(int(epochs), max(n_records - 1, 1), with_last=True)
 
 
 def learning_rate(lr0: float, epoch: int, epochs: int, schedule: str) -> float:
@@ -95,20 +95,20 @@ class RHM(Model):
         Param("momentum", "float", 0.9, "SGD momentum", low=0.0, high=1.0, high_open=True),
         Param("schedule", "str", "cosine_clamped", "learning-rate schedule per epoch",
               choices=SCHEDULES),
-        Param("n_checkpoints", "int", 26,
+        Param("n_records", "int", 26,
               "evaluation epochs: 0, log-spaced ones and the last", low=2),
         *compute.run_params("seed of rules, split, initialisation and batches"),
     )
-    aliases: ClassVar[dict[str, dict[str, str]]] = {"n_records": {"train": "n_checkpoints"}}
-    """The record vocabulary (docs/engine.md, "Records")."""
+    aliases: ClassVar[dict[str, dict[str, str]]] = {"n_checkpoints": {"train": "n_records"}}
+    """The older name of the record count (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (
             {"L": 2, "width": 16, "epochs": 3, "test_size": 100, "train_fraction": 0.3,
-             "alpha": 1.0, "seed": 0, "n_checkpoints": 3},
+             "alpha": 1.0, "seed": 0, "n_records": 3},
             {"L": 2, "width": 16, "epochs": 3, "test_size": 100, "train_fraction": 0.5,
-             "alpha": 10.0, "seed": 1, "n_checkpoints": 3},
+             "alpha": 10.0, "seed": 1, "n_records": 3},
             {"L": 2, "width": 16, "epochs": 3, "test_size": 100, "train_fraction": 0.3,
-             "alpha": 0.1, "seed": 2, "n_checkpoints": 3},
+             "alpha": 0.1, "seed": 2, "n_records": 3},
         ),
     }
 
@@ -142,7 +142,7 @@ class RHM(Model):
         epochs = int(values["epochs"])
         trained = epochs if values["schedule"] != "cosine_clamped" else math.ceil(0.8 * epochs)
         n_train = values["train_fraction"] * P
-        evaluations = checkpoint_epochs(epochs, int(values["n_checkpoints"])).size
+        evaluations = checkpoint_epochs(epochs, int(values["n_records"])).size
         train = 6.0 * macs * n_train * trained  # forward and backward
         evaluate = 2.0 * macs * (n_train + values["test_size"]) * evaluations
         return (train + evaluate) / 1e9
@@ -156,7 +156,7 @@ class RHM(Model):
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
         """Three float64 curves over the checkpoint epochs, the final test accuracy and the
         training-set size."""
-        n_ck = checkpoint_epochs(int(values["epochs"]), int(values["n_checkpoints"])).size
+        n_ck = checkpoint_epochs(int(values["epochs"]), int(values["n_records"])).size
         return 8.0 * (3 * n_ck + 2)
 
     @classmethod
@@ -184,7 +184,7 @@ class RHM(Model):
         v = batch.values
         device = compute.resolve_device(v["device"])
         epochs = int(v["epochs"])
-        ck = checkpoint_epochs(epochs, int(v["n_checkpoints"]))
+        ck = checkpoint_epochs(epochs, int(v["n_records"]))
         B = batch.size
         out = {k: np.full((B, ck.size), np.nan) for k in ("test_acc", "train_acc", "train_loss")}
         n_train = np.zeros(B, dtype=np.int64)

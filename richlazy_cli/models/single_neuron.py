@@ -553,7 +553,8 @@ class SingleNeuron(Model):
               low_open=True, batchable=True),
         Param("t_max", "float", 20.0, "final time of the output grid", unit="gradient-flow time",
               low=0.0, low_open=True),
-        Param("n_times", "int", 201, "number of output times, uniform in [0, t_max]", low=2),
+        Param("n_records", "int", 201, "number of output times, uniform in [0, t_max], both "
+              "ends included", low=2),
         Param("method", "str", "both",
               "exact closed form (whitened data only), numeric integration, or both",
               choices=("exact", "numeric", "both")),
@@ -582,18 +583,18 @@ class SingleNeuron(Model):
               "rho < 1 (Azulay Thm 4) needs X, y and method=numeric",
               low=0.0, high=1.0),
     )
-    aliases: ClassVar[dict[str, dict[str, str]]] = {"n_records": {"solve": "n_times"}}
-    """The record vocabulary (docs/engine.md, "Records")."""
+    aliases: ClassVar[dict[str, dict[str, str]]] = {"n_times": {"solve": "n_records"}}
+    """The older name of the record count (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
-            {"delta": 1.0, "t_max": 2.0, "n_times": 11},
-            {"delta": -0.5, "beta0": [0.5, 0.5], "eta_a": 2.0, "t_max": 2.0, "n_times": 11},
+            {"delta": 1.0, "t_max": 2.0, "n_records": 11},
+            {"delta": -0.5, "beta0": [0.5, 0.5], "eta_a": 2.0, "t_max": 2.0, "n_records": 11},
             {"X": [[1.0, 0.0]], "y": [1.0], "a0": 0.3, "w0": [0.3, 0.4], "method": "numeric",
-             "t_max": 2.0, "n_times": 11},
-            {"alpha": 0.1, "s": 0.5, "t_max": 2.0, "n_times": 13},
+             "t_max": 2.0, "n_records": 11},
+            {"alpha": 0.1, "s": 0.5, "t_max": 2.0, "n_records": 13},
             {"d": 3, "X": [[1.0, 0.0, 0.5], [0.0, 1.0, -0.5]], "y": [1.0, -1.0], "leak": 0.5,
              "beta0": [0.3, 0.2, 0.1], "beta_star": [1.0, 0.0, 0.0],
-             "method": "numeric", "t_max": 2.0, "n_times": 11},
+             "method": "numeric", "t_max": 2.0, "n_records": 11},
         ),
     }
 
@@ -607,7 +608,7 @@ class SingleNeuron(Model):
             return None
         methods = 2 if values["method"] == "both" else 1
         per_time = 8 + 2 * int(values["d"])
-        return 8.0 * (methods * int(values["n_times"]) * per_time + 2)
+        return 8.0 * (methods * int(values["n_records"]) * per_time + 2)
 
     @classmethod
     def derive(cls, action: str, values: dict[str, Any]) -> None:
@@ -661,8 +662,8 @@ class SingleNeuron(Model):
         wants_exact = method in ("exact", "both")
         if values["t_max"] <= 0:
             raise BadInput(f"parameter t_max: must be > 0, got {values['t_max']:g}")
-        if values["n_times"] < 2:
-            raise BadInput(f"parameter n_times: must be >= 2, got {values['n_times']}")
+        if values["n_records"] < 2:
+            raise BadInput(f"parameter n_records: must be >= 2, got {values['n_records']}")
 
         def length(name: str) -> None:
             n = np.asarray(values[name]).shape[0]
@@ -746,7 +747,7 @@ class SingleNeuron(Model):
         else:
             delta = batch.column("delta").astype(float)
             a0, w0 = init_from_beta(batch.column("beta0").reshape(B, d), delta, eta_a, eta_w)
-        times = record_grid(float(batch["t_max"]), int(batch["n_times"]) - 1, spacing="linear")
+        times = record_grid(float(batch["t_max"]), int(batch["n_records"]) - 1, spacing="linear")
         if float(batch.values.get("leak", 1.0)) < 1.0:
             return _solve_leaky(batch, a0, w0, delta, eta_a, eta_w, times, progress)
         X, y = batch["X"], batch["y"]

@@ -83,11 +83,10 @@ def group_positions(B: int, g_max: int = _GROUP_SIZE) -> list[np.ndarray]:
     return [np.arange(s, min(s + g_max, B)) for s in range(0, B, g_max)]
 
 
-def checkpoint_steps(steps: int, n_checkpoints: int, checkpoints: Any) -> np.ndarray:
-    """Explicit ``checkpoints`` (sorted, unique), or ``0`` plus ``n_checkpoints − 1``
-    log-spaced integer steps from 1 to ``steps`` with duplicates removed."""
-    return record_grid(int(steps), max(n_checkpoints - 1, 1), with_last=True,
-                       explicit=checkpoints)
+def checkpoint_steps(steps: int, n_records: int, records: Any) -> np.ndarray:
+    """Explicit ``records`` (sorted, unique), or ``0`` plus ``n_records − 1`` log-spaced
+    integer steps from 1 to ``steps`` with duplicates removed."""
+    return record_grid(int(steps), max(n_records - 1, 1), with_last=True, explicit=records)
 
 
 IMPLEMENTATIONS: tuple[Implementation, ...] = (
@@ -129,10 +128,10 @@ class TwoLayer(Model):
         Param("lr_scaling", "str", "tau2", "step = lr/tau^2 (tau2, the paper) or lr (none)",
               choices=("tau2", "none")),
         Param("steps", "int", 10000, "number of gradient-descent steps", low=0),
-        Param("n_checkpoints", "int", 41,
+        Param("n_records", "int", 41,
               "log-spaced checkpoint steps including 0 and steps (duplicates removed)", low=2),
-        Param("checkpoints", "int_list", None, "explicit checkpoint steps (overrides "
-              "n_checkpoints)", low=0, optional=True),
+        Param("records", "int_list", None, "explicit checkpoint steps (overrides n_records)",
+              low=0, optional=True),
         Param("seed", "int", 0, "seed of teacher, data, test set and base initialisation",
               low=0),
         Param("symmetrize", "bool", True, "duplicate neurons with a -> -a so f = 0 at init"),
@@ -156,19 +155,19 @@ class TwoLayer(Model):
     implementation_aliases: ClassVar[dict[str, dict[str, dict[str, tuple[str, ...]]]]] = {
         "train": {"backend": {"numpy": ("numba",), "torch": ("torch",)}}}
     aliases: ClassVar[dict[str, dict[str, str]]] = {
-        "n_records": {"train": "n_checkpoints"},
-        "records": {"train": "checkpoints"},
+        "n_checkpoints": {"train": "n_records"},
+        "checkpoints": {"train": "records"},
     }
-    """The record vocabulary (docs/engine.md, "Records")."""
+    """The older names of the record count and points (docs/engine.md, "Records")."""
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (
-            {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
+            {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_records": 4,
              "tau": 0.5, "delta": 0.5},
-            {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
+            {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_records": 4,
              "tau": 1.2, "delta": -0.4, "leak": 0.1},
-            {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
+            {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_records": 4,
              "tau": 0.5, "delta": 0.5, "seed": 1, "save_params": True},
-            {"d": 2, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_checkpoints": 4,
+            {"d": 2, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_records": 4,
              "tau": 0.5, "delta": -0.5, "data": "xor", "save_surface": True},
         ),
     }
@@ -182,10 +181,10 @@ class TwoLayer(Model):
     def check(cls, action: str, values: Mapping[str, Any]) -> None:
         if values["symmetrize"] and values["h"] % 2:
             raise BadInput(f"parameter h: {values['h']} must be even when symmetrize is true")
-        ck = values.get("checkpoints")
+        ck = values.get("records")
         if ck is not None and np.any(np.asarray(ck) > values["steps"]):
             raise BadInput(
-                f"parameter checkpoints: every step must be in [0, steps={values['steps']}]"
+                f"parameter records: every step must be in [0, steps={values['steps']}]"
             )
         tl_data.check_data(values)
 
@@ -203,18 +202,18 @@ class TwoLayer(Model):
         probe_steps = min(steps, max(PROBE_STEPS, math.ceil(PROBE_GFLOP / per_step)))
         if probe_steps == steps:
             return short
-        n_ck = len(checkpoint_steps(steps, values["n_checkpoints"], values.get("checkpoints")))
+        n_ck = len(checkpoint_steps(steps, values["n_records"], values.get("records")))
         m = max(2, round(n_ck * probe_steps / steps))
         short["steps"] = probe_steps
-        short["checkpoints"] = np.unique(np.linspace(0, probe_steps, m).round()
-                                         .astype(np.int64))
+        short["records"] = np.unique(np.linspace(0, probe_steps, m).round()
+                                     .astype(np.int64))
         return short
 
     @classmethod
     def _cost(cls, values: Mapping[str, Any]) -> float:
         n, d, h = values["n"], values["d"], values["h"]
-        n_ck = len(checkpoint_steps(values["steps"], values["n_checkpoints"],
-                                    values.get("checkpoints")))
+        n_ck = len(checkpoint_steps(values["steps"], values["n_records"],
+                                    values.get("records")))
         per_ck = 2.0 * n * n * h + 2.0 * values["n_test"] * d * h
         return (4.0 * n * d * h * values["steps"] + n_ck * per_ck) / 1e9
 
@@ -229,8 +228,8 @@ class TwoLayer(Model):
         its parity in int8. No output's shape depends on the number of samples, so the
         ``npz`` data of a file are declared too."""
         d, h, k = int(values["d"]), int(values["h"]), int(values["k"])
-        n_ck = len(checkpoint_steps(int(values["steps"]), int(values["n_checkpoints"]),
-                                    values.get("checkpoints")))
+        n_ck = len(checkpoint_steps(int(values["steps"]), int(values["n_records"]),
+                                    values.get("records")))
         teacher = values["data"] == "teacher"
         per_ck = 6 + 2 + (1 if teacher else 0) + (3 if d == 2 else 0)
         floats = n_ck * per_ck + 1
@@ -358,7 +357,7 @@ def _schedule(batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
     tau = batch.column("tau").astype(np.float64)
     lr = batch.column("lr").astype(np.float64)
     lr_eff = lr / tau**2 if v["lr_scaling"] == "tau2" else lr.copy()
-    ck = checkpoint_steps(int(v["steps"]), int(v["n_checkpoints"]), v.get("checkpoints"))
+    ck = checkpoint_steps(int(v["steps"]), int(v["n_records"]), v.get("records"))
     return (tau, batch.column("delta").astype(np.float64),
             batch.column("leak").astype(np.float64), lr_eff, ck)
 
