@@ -4,8 +4,9 @@ A record grid is ``0`` followed by ``count`` points up to ``last`` (docs/engine.
 definition per concept"): geometric (``spacing = "log"``, from ``first``, default 1) or even
 (``spacing = "linear"``, from 0). Integer grids (steps, epochs) are rounded and lose their
 duplicates, so they may hold fewer than ``count + 1`` points; float grids (times) keep all.
-The models' own names for the count (``n_checkpoints``, ``checkpoints``, ``n_time``,
-``n_record``) are documented with each parameter; every model builds its grid here.
+Every model builds its grid here, from its ``n_records`` (the count) or ``records`` (explicit
+points): the record vocabulary (docs/engine.md, "Records"), whose counts each family's
+parameter documents.
 """
 
 from __future__ import annotations

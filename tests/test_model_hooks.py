@@ -234,3 +234,38 @@ def test_worker_processes_receive_the_preparation(monkeypatch: Any) -> None:
         xr.testing.assert_identical(compute_chunk(a, job.base).data,
                                     compute_chunk(h, job.base).data)
     assert Counted.derived == Counted.checked == 0
+
+
+def test_every_road_into_a_model_is_the_one_entrance(monkeypatch: Any, tmp_path: Any,
+                                                     cli: Any) -> None:
+    """``Model.resolve``, ``Job.build``, the Python API and the command line all take the
+    model's one entrance (``base.enter``), once per run, and nothing else calls ``given``."""
+    import richlazy
+    from richlazy_cli.engine import job as job_module
+
+    entered: list[tuple[str, str, bool]] = []
+    real_enter, real_given = base.enter, Model.given.__func__  # type: ignore[attr-defined]
+
+    def spy(model: Any, action: str, params: Any, **kw: Any) -> Any:
+        entered.append((model.name, action, kw.get("prepare_cases") is not None))
+        return real_enter(model, action, params, **kw)
+
+    given_calls: list[str] = []
+
+    def counted_given(cls: Any, action: str, params: Any) -> Any:
+        given_calls.append(cls.name)
+        return real_given(cls, action, params)
+
+    monkeypatch.setattr(base, "enter", spy)
+    monkeypatch.setattr(job_module, "enter", spy)
+    monkeypatch.setattr(Model, "given", classmethod(counted_given))
+    small = {"t_max": 1.0, "n_records": 3, "method": "exact"}
+    MODELS["single-neuron"].resolve("solve", small)
+    Job.build("single-neuron", "solve", small, [("delta", "0,1")])
+    richlazy.solve("single-neuron", output=tmp_path / "api.h5", **small)
+    assert cli("solve", "single-neuron", "-p", "t_max=1", "-p", "n_times=3", "-p",
+               "method=exact", "-o", tmp_path / "cli.h5", "-q").code == 0
+    assert cli("sweep", "solve", "single-neuron", "-p", "t_max=1", "-g", "delta=0,1",
+               "--jobs", "1", "-q", "-o", tmp_path / "sweep.h5").code == 0
+    assert entered == [("single-neuron", "solve", False)] + [("single-neuron", "solve", True)] * 4
+    assert given_calls == ["single-neuron"] * 5

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInput
-from ..models.base import Footprint, Model, get_model
+from ..models.base import Footprint, Model, enter, get_model
 from ..userfiles import read_text
 from .footprint import DEFAULT_MAX_BYTES, human, parse_bytes, size_problem
 from .grid import (
@@ -281,16 +281,16 @@ class Job:
         grid_specs: Sequence[tuple[str, Any]] = (),
         max_points: int = DEFAULT_MAX_POINTS,
     ) -> Job:
-        """Validate parameters (raw strings are parsed, other values coerced) and the grid."""
+        """Validate parameters (raw strings are parsed, other values coerced) and the grid:
+        the model's one entrance (:func:`~richlazy_cli.models.base.enter`, as
+        :meth:`.Model.resolve` takes it), with the grid's cases prepared by
+        :func:`prepared_cases`."""
         model = get_model(model_name)
-        base = model.given(action, params)  # Model.resolve's first step
         grid = parse_grid(model, grid_specs, max_points, action)
-        fixed = {model.param(name, action).name for name in params}
-        for name in grid.names:
-            if name in fixed:
-                raise BadInput(f"parameter {name} is both fixed (-p) and swept (-g)")
-        job = cls(model, action, base, grid, recorded=dict(base))
-        job.validate_points()  # Model.resolve's second step, once per case of the grid
+        entry = enter(model, action, params, swept=grid.names,
+                      prepare_cases=lambda base: prepared_cases(model, action, base, grid))
+        job = cls(model, action, entry.values, grid, recorded=dict(entry.values),
+                  cases=entry.cases)
         if not grid.dims:
             job.recorded = job.values(0)  # what Model.resolve(action, params) returns
         return job
@@ -330,36 +330,8 @@ class Job:
         return self.model.footprint(self.action, self.values(0)).workers
 
     def validate_points(self) -> None:
-        """Check every point; the first bad one (in C order) is reported with its grid values.
-
-        A :class:`CaseTree` runs the model's check once per distinct case, exploring the grid
-        by its axes, so that nothing per point is built (a 10⁶-point grid over parameters the
-        check never reads costs one check). The tree of written values is kept, unless it has
-        more than :data:`KEEP_CASES` cases, for the routes that compute in this process, which
-        then need not check again (:meth:`checked_values`).
-        """
-        failures: list[tuple[int, BadInput]] = []
-        shape = self.grid.shape
-
-        def visit(fixed: dict[int, int], first: tuple[int, ...], outcome: Any) -> None:
-            if isinstance(outcome, BadInput):
-                flat = int(np.ravel_multi_index(first, shape)) if shape else 0
-                failures.append((flat, outcome))
-
-        run = written_values(self.model, self.action)
-        try:
-            tree = CaseTree(self.grid, self.base, run, visit, limit=KEEP_CASES)
-        except TooManyCases:
-            failures.clear()
-            tree = CaseTree(self.grid, self.base, run, visit, keep=False)
-            tree = None
-        if failures:
-            flat, exc = min(failures, key=lambda f: f[0])
-            if not self.grid.dims:
-                raise BadInput(str(exc))
-            where = ", ".join(f"{k}={v}" for k, v in self.grid.label(flat).items())
-            raise BadInput(f"at grid point {where}: {exc}") from None
-        self.cases = tree
+        """Check every point again (:func:`prepared_cases`) and keep the cases."""
+        self.cases = prepared_cases(self.model, self.action, self.base, self.grid)
 
     def checked_values(self, indices: np.ndarray | Sequence[int]) -> list[dict[str, Any]] | None:
         """The checked parameter sets of ``indices``, built from the kept cases (or None)."""
@@ -408,6 +380,44 @@ class Job:
         for members in np.split(grouped, bounds):
             for start in range(0, members.size, chunk_size):
                 yield members[start : start + chunk_size]
+
+
+def prepared_cases(model: type[Model], action: str, base: dict[str, Any], grid: Grid
+                   ) -> CaseTree | None:
+    """Prepare every point of ``grid`` over ``base``: the grid's step of the model's entrance
+    (:func:`~richlazy_cli.models.base.enter`). The first bad point (in C order) is reported
+    with its grid values.
+
+    A :class:`CaseTree` runs the model's :meth:`~.Model.prepare` once per distinct case,
+    exploring the grid by its axes, so that nothing per point is built (a 10⁶-point grid over
+    parameters the check never reads costs one check). The tree of written values is
+    returned, unless it has more than :data:`KEEP_CASES` cases (then None), for the routes
+    that compute in this process, which then need not check again
+    (:meth:`Job.checked_values`).
+    """
+    failures: list[tuple[int, BadInput]] = []
+    shape = grid.shape
+
+    def visit(fixed: dict[int, int], first: tuple[int, ...], outcome: Any) -> None:
+        if isinstance(outcome, BadInput):
+            flat = int(np.ravel_multi_index(first, shape)) if shape else 0
+            failures.append((flat, outcome))
+
+    run = written_values(model, action)
+    tree: CaseTree | None
+    try:
+        tree = CaseTree(grid, base, run, visit, limit=KEEP_CASES)
+    except TooManyCases:
+        failures.clear()
+        CaseTree(grid, base, run, visit, keep=False)
+        tree = None
+    if failures:
+        flat, exc = min(failures, key=lambda f: f[0])
+        if not grid.dims:
+            raise BadInput(str(exc))
+        where = ", ".join(f"{k}={v}" for k, v in grid.label(flat).items())
+        raise BadInput(f"at grid point {where}: {exc}") from None
+    return tree
 
 
 def parse_assignments(items: Sequence[str], flag: str) -> list[tuple[str, str]]:

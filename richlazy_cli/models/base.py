@@ -32,7 +32,7 @@ import importlib.util
 import os
 import pkgutil
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -289,13 +289,11 @@ class Model:
 
     @classmethod
     def resolve(cls, action: str, given: Mapping[str, Any]) -> dict[str, Any]:
-        """One configuration's values, exactly as a run receives them: :meth:`given`, then
-        :meth:`prepare`. The engine's entrance, :meth:`richlazy_cli.engine.job.Job.build`,
-        takes the same two steps (the second once per case of its grid), so that a job without
-        a grid records what this returns (docs/engine.md, "Validation")."""
-        values = cls.given(action, given)
-        cls.prepare(action, values)
-        return values
+        """One configuration's values, exactly as a run receives them: :func:`enter` without a
+        grid (:meth:`given`, then :meth:`prepare`). The engine's jobs enter by the same
+        function with their grid (:meth:`richlazy_cli.engine.job.Job.build`), so that a job
+        without a grid records what this returns (docs/engine.md, "Validation")."""
+        return enter(cls, action, given).values
 
     @classmethod
     def prepare(cls, action: str, values: dict[str, Any]) -> None:
@@ -408,6 +406,48 @@ class Model:
         if action == "train":
             return self.train(batch, progress)
         raise BadInput(f"unknown action {action!r}")
+
+
+# -- the one entrance -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Entry:
+    """What :func:`enter` returns: the values and, with a grid, its prepared cases."""
+
+    values: dict[str, Any]
+    """Without a grid, the prepared values a run receives; with one, the given values (every
+    default, each parameter parsed) that each grid point overlays."""
+    cases: Any = None
+    """What the grid's ``prepare_cases`` returned (the engine's tree of prepared cases)."""
+
+
+def enter(model: type[Model], action: str, params: Mapping[str, Any], *,
+          swept: Sequence[str] = (),
+          prepare_cases: Callable[[dict[str, Any]], Any] | None = None) -> Entry:
+    """The one entrance of a configuration or a job into a model: given, (grid), prepare.
+
+    1. :meth:`Model.given`: the defaults overlaid with ``params``, each parsed or coerced
+       (an alias under its parameter's name);
+    2. a parameter both given and ``swept`` (the grid's parameter names) is refused;
+    3. :meth:`Model.prepare`, the one validation step: without a grid once, in place, on the
+       values; with one, ``prepare_cases(values)`` runs it once per distinct case of the
+       grid over them (the engine's :class:`~richlazy_cli.engine.validate.CaseTree`) and
+       raises the first bad case's BadInput.
+
+    :meth:`Model.resolve` is this without a grid; the engine's jobs
+    (:meth:`richlazy_cli.engine.job.Job.build`), which the command line and the Python API
+    in ``richlazy/`` build, enter here with theirs, so that nothing reaches a model by
+    another road (docs/engine.md, "Validation"). The grid itself is the caller's: models
+    know nothing of the engine.
+    """
+    values = model.given(action, params)
+    given = {model.param(name, action).name for name in params}
+    for name in swept:
+        if name in given:
+            raise BadInput(f"parameter {name} is both fixed (-p) and swept (-g)")
+    if prepare_cases is None:
+        model.prepare(action, values)
+        return Entry(values)
+    return Entry(values, prepare_cases(values))
 
 
 # -- implementations, requirements, devices ------------------------------------------------
