@@ -107,9 +107,9 @@ def cnn_epoch(v: dict[str, Any], itemsize: int) -> tuple[float, float]:
     from richlazy_cli.models import cnn
     from richlazy_cli.practice import data as sources
 
-    one = {**v, "epochs": 1, "probe_fraction": 0.0, "first_steps": 0, "checkpoints": [1]}
+    one = {**v, "epochs": 1, "probe_fraction": 0.0, "first_steps": 0, "records": [1]}
     n_train = float(sources.TRAIN_SIZES.get(v["dataset"], 4000))
-    flop = cnn.CNN.cost(one) * 1e9
+    flop = cnn.CNN.footprint("train", one).cost * 1e9
     shape = sources.SAMPLE_SHAPES.get(v["dataset"], (1, 28, 28))
     units = 36e3 * math.prod(shape) / 64.0 / 25
     n_params = 2e4 * math.prod(shape) / 64.0

@@ -100,7 +100,7 @@ def test_two_layer_probe_keeps_the_runs_mix_of_steps_and_checkpoints() -> None:
     from richlazy_cli.models.two_layer import PROBE_GFLOP, TwoLayer, checkpoint_steps
 
     run = _values("two-layer", d=2, h=50, n=20, n_test=10000, steps=1_000_000,
-                  n_checkpoints=101)
+                  n_records=101)
     probe = TwoLayer._probe(run)
     steps = int(probe["steps"])
     assert steps == math.ceil(PROBE_GFLOP / (4 * 20 * 2 * 50 / 1e9))
@@ -108,7 +108,7 @@ def test_two_layer_probe_keeps_the_runs_mix_of_steps_and_checkpoints() -> None:
     run_ck = checkpoint_steps(1_000_000, 101, None)
     assert ck[0] == 0 and ck[-1] == steps
     assert len(ck) == max(2, round(len(run_ck) * steps / 1_000_000))
-    big = _values("two-layer", d=100, h=50, n=1000, steps=10000, n_checkpoints=21)
+    big = _values("two-layer", d=100, h=50, n=1000, steps=10000, n_records=21)
     assert TwoLayer._probe(big)["steps"] == 200  # at least 200 steps
 
 

@@ -391,7 +391,7 @@ def test_bad_input_names_the_parameter() -> None:
     with pytest.raises(BadInput, match="parameter h"):
         TwoLayer.resolve("train", {"h": 7})
     TwoLayer.resolve("train", {"h": 7, "symmetrize": False})
-    with pytest.raises(BadInput, match="parameter checkpoints"):
+    with pytest.raises(BadInput, match="parameter records"):
         TwoLayer.resolve("train", {"steps": 10, "checkpoints": [0, 11]})
 
 
