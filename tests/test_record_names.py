@@ -24,6 +24,8 @@ from richlazy_cli.engine.parts import PartsFolder, parts_path
 from richlazy_cli.engine.run import manifest
 from richlazy_cli.engine.store import open_result, write_result
 from richlazy_cli.models.base import get_model
+from richlazy_cli.report.build import changed_params
+from richlazy_cli.report.data import ResultFile
 
 SWEEP = ("sweep", "solve", "single-neuron", "-p", "n_times=5", "-p", "method=exact",
          "-g", "eta_a=0.5,1,2", "--jobs", "1", "-q")
@@ -61,6 +63,8 @@ def test_an_older_result_verifies_continues_and_resumes(tmp_path: Path, cli: Any
     assert cli(*SWEEP, "-o", out).code == 0
     _age(out)
     assert cli("store", "verify", out).code == 0  # its own names, its own fingerprint
+    changed, known = changed_params(ResultFile.load(out))  # a report's caption
+    assert known and changed["n_records"] == 5 and "n_times" not in changed
     before = out.read_bytes()
     done = cli(*SWEEP, "-o", out, "--continue")
     assert done.code == 0, done.err

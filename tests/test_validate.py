@@ -148,7 +148,7 @@ def test_memo_is_bounded(monkeypatch) -> None:
     assert checker.runs == 30
 
 
-# -- the whole grid by its axes (CaseTree), as Job.validate_points and --dry-run use it ----------
+# -- the whole grid by its axes (CaseTree), as Job.build (prepared_cases) and --dry-run use it -----
 def _grid(**axes: list[Any]) -> Grid:
     return Grid(tuple(GridDim(n, "", tuple(v), "list") for n, v in axes.items()))
 

@@ -270,7 +270,7 @@ class Job:
     grid: Grid
     recorded: dict[str, Any]  # the parameters as recorded in the file (grid ones at default)
     cases: CaseTree | None = None
-    """The checked (written) values of every case of the grid, when kept (validate_points)."""
+    """The checked (written) values of every case of the grid, when kept (prepared_cases)."""
 
     @classmethod
     def build(
@@ -297,7 +297,7 @@ class Job:
 
     def values(self, flat: int) -> dict[str, Any]:
         """Every parameter of one point (base overlaid with its grid values), prepared: from
-        the cases kept by :meth:`validate_points`, prepared afresh only where none are."""
+        the cases kept by :func:`prepared_cases`, prepared afresh only where none are."""
         values = dict(self.base)
         values.update(self.grid.point(flat))
         if self.cases is not None:
@@ -328,10 +328,6 @@ class Job:
         """The most workers the model can use at once for this job (its footprint's
         ``workers`` at the first point; one per GPU on a device), or None."""
         return self.model.footprint(self.action, self.values(0)).workers
-
-    def validate_points(self) -> None:
-        """Check every point again (:func:`prepared_cases`) and keep the cases."""
-        self.cases = prepared_cases(self.model, self.action, self.base, self.grid)
 
     def checked_values(self, indices: np.ndarray | Sequence[int]) -> list[dict[str, Any]] | None:
         """The checked parameter sets of ``indices``, built from the kept cases (or None)."""

@@ -222,9 +222,8 @@ class Model:
             named = ", ".join(f"{target} for {a}" for a, target in targets.items())
             raise BadInput(f"model {cls.name}: {name} is the older name of {named}, not a "
                            f"parameter of {action}")
-        where = ""
         raise BadInput(
-            f"model {cls.name} has no parameter {name!r}{where}"
+            f"model {cls.name} has no parameter {name!r}"
             + suggest(name, [*(p.name for p in cls.params), *cls.aliases])
         )
 
