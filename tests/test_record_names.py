@@ -50,6 +50,14 @@ def _age(path: Path, *, missing: int | None = None) -> None:
     write_result(ds, path, force=True)
 
 
+def _written_now(cli: Any, path: Path, like: Path) -> None:
+    """``path`` records today's name, verifies, and holds the data of ``like``."""
+    params = json.loads(open_result(path).attrs["params"])
+    assert params["n_records"] == 5 and "n_times" not in params
+    assert cli("store", "verify", path).code == 0
+    _same_data(path, like)
+
+
 def _same_data(a: Path, b: Path) -> None:
     with open_result(a) as x, open_result(b) as y:
         for name in ("loss", "kernel_distance", "status"):
@@ -72,10 +80,7 @@ def test_an_older_result_verifies_continues_and_resumes(tmp_path: Path, cli: Any
     _age(out, missing=1)
     resumed = cli(*SWEEP, "-o", out, "--resume")
     assert resumed.code == 0, resumed.err
-    params = json.loads(open_result(out).attrs["params"])
-    assert params["n_records"] == 5 and "n_times" not in params
-    assert cli("store", "verify", out).code == 0
-    _same_data(out, full)
+    _written_now(cli, out, full)
 
 
 def test_another_sweep_under_older_names_is_still_refused(tmp_path: Path, cli: Any) -> None:
@@ -108,11 +113,8 @@ def test_an_older_parts_folder_resumes(tmp_path: Path, cli: Any) -> None:
     resumed = cli(*SWEEP, "-o", out, "--resume")
     assert resumed.code == 0, resumed.err
     assert not parts_path(out).exists()
-    attrs = open_result(out).attrs
-    assert json.loads(attrs["params"])["n_records"] == 5
-    assert attrs["fingerprint"] == now["fingerprint"]
-    assert cli("store", "verify", out).code == 0
-    _same_data(out, full)
+    assert open_result(out).attrs["fingerprint"] == now["fingerprint"]
+    _written_now(cli, out, full)
 
 
 def test_an_older_shard_merges_with_one_written_now(tmp_path: Path, cli: Any) -> None:
@@ -123,10 +125,7 @@ def test_an_older_shard_merges_with_one_written_now(tmp_path: Path, cli: Any) ->
     _age(one)
     result = cli("store", "merge", merged, one, two, "-q")
     assert result.code == 0, result.err
-    params = json.loads(open_result(merged).attrs["params"])
-    assert params["n_records"] == 5 and "n_times" not in params
-    assert cli("store", "verify", merged).code == 0
-    _same_data(merged, full)
+    _written_now(cli, merged, full)
 
 
 def test_a_swept_older_name_is_renamed_in_an_older_result(tmp_path: Path, cli: Any) -> None:
