@@ -154,3 +154,30 @@ def test_a_swept_older_name_is_renamed_in_an_older_result(tmp_path: Path, cli: A
         assert "n_records" in now.dims and "n_times" not in now.variables
         xr.testing.assert_equal(now["loss"], ds["loss"])
     assert get_model("single-neuron").param("n_times", "solve").name == "n_records"
+
+
+def test_an_older_parts_folder_notices_a_changed_input(tmp_path: Path, cli: Any) -> None:
+    """``linear`` once had both ``n_times`` (solve) and ``checkpoints`` (train); an older
+    solve's folder records both. It resumes while its data file is unchanged, and is refused
+    naming the input once the file changed."""
+    data = tmp_path / "data.npz"
+    rng = np.random.default_rng(0)
+    np.savez(data, X=rng.standard_normal((6, 3)), y=rng.standard_normal((6, 1)))
+    given = {"data": str(data), "n_times": "5", "t_max": "1.0", "h": "3"}
+    sweep = ["sweep", "solve", "linear", *(f"-p{k}={v}" for k, v in given.items()),
+             "-g", "delta=-0.5,0", "--jobs", "1", "-q"]
+    job = Job.build("linear", "solve", given, [("delta", "-0.5,0")])
+    now = manifest(job, None)
+    stamp_manifest(now, job)
+    old = {**now, "params": {**_older(now["params"]), "checkpoints": 101}}
+    old["fingerprint"] = fingerprint(old["model"], old["action"], old["params"], old["grid"],
+                                     old["inputs"])
+    kept, changed = tmp_path / "kept.h5", tmp_path / "changed.h5"
+    PartsFolder.create(parts_path(kept), old)
+    PartsFolder.create(parts_path(changed), old)
+    resumed = cli(*sweep, "-o", kept, "--resume")
+    assert resumed.code == 0, resumed.err
+    assert json.loads(open_result(kept).attrs["params"])["n_records"] == 5
+    np.savez(data, X=rng.standard_normal((6, 3)), y=rng.standard_normal((6, 1)))
+    refused = cli(*sweep, "-o", changed, "--resume")
+    assert refused.code == 2 and "input file changed" in refused.err, refused.err

@@ -160,37 +160,39 @@ def fingerprint(
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def recorded_before(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> bool:
-    """Whether ``recorded`` (``model``, ``action``, ``params``, ``grid`` and ``fingerprint``
-    of a result or parts folder) is the sweep ``now`` (a manifest: the same keys and
-    ``inputs``) written under a family's older parameter names (docs/engine.md, "Records").
+def fingerprint_before(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> str | None:
+    """The fingerprint ``recorded`` should carry if it is the sweep ``now`` written under a
+    family's older parameter names (docs/engine.md, "Records"), or None when it is not that
+    sweep under any names.
 
-    It is when its names made canonical (:meth:`.Model.canonical`) give ``now``'s parameters
-    and grid, and its fingerprint is the one its own names hash to with ``now``'s inputs, so
-    that the input files' contents are the ones it was computed from. A sweep started before
-    the record vocabulary was canonical is so resumed, continued and merged; its parts keep
-    the fingerprint they carry (:class:`.parts.PartsFolder`).
+    ``recorded`` holds ``model``, ``action``, ``params`` and ``grid`` of a result or parts
+    folder, ``now`` is a manifest (the same keys and ``inputs``). It is ``now``'s sweep when
+    its names made canonical (:meth:`.Model.canonical`) give ``now``'s parameters and grid;
+    the fingerprint returned is then its own names hashed with ``now``'s inputs, so that a
+    ``recorded`` fingerprint equal to it says the input files hold the contents it was
+    computed from, and another says they changed. A sweep started before the record
+    vocabulary was canonical is so resumed, continued and merged; its parts keep the
+    fingerprint they carry (:class:`.parts.PartsFolder`).
     """
     from ..models.base import get_model
 
     if (recorded.get("model"), recorded.get("action")) != (now.get("model"), now.get("action")):
-        return False
+        return None
     params, grid = recorded.get("params"), recorded.get("grid")
     if not isinstance(params, dict) or not isinstance(grid, dict):
-        return False
+        return None
     try:
         model = get_model(str(now["model"]))
     except BadInput:
-        return False
+        return None
     action = str(now["action"])
     if (model.canonical(action, params) != now.get("params")
             or model.canonical(action, grid, swept=True) != now.get("grid")):
-        return False
+        return None
     try:
-        before = fingerprint(model.name, action, params, grid, now.get("inputs", []))
+        return fingerprint(model.name, action, params, grid, now.get("inputs", []))
     except (KeyError, TypeError):
-        return False
-    return before == recorded.get("fingerprint")
+        return None
 
 
 def changed_inputs(recorded: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -34,7 +34,7 @@ from ..errors import BadInput
 from ..models.base import get_model
 from ..models.params import jsonable
 from .assemble import result_as_chunk
-from .fingerprint import InputGuard, fingerprint, input_record, recorded_before
+from .fingerprint import InputGuard, fingerprint, fingerprint_before, input_record
 from .parts import PartsFolder, folder_state, parts_path, remove_folder, remove_stale
 from .store import (
     check_writable,
@@ -178,14 +178,13 @@ def check_same_sweep(path: Path, ds: xr.Dataset, manifest: dict[str, Any]) -> No
             raise BadInput(f"{path}: attribute {key} is missing or not valid JSON")
     written = {key: ds.attrs.get(key) for key in ("model", "action", "fingerprint")}
     written.update(params=json_attr(ds, "params"), grid=json_attr(ds, "grid"))
-    earlier = recorded_before(written, manifest)  # under older parameter names
-    same = (written["grid"], written["params"]) == (manifest["grid"], manifest["params"])
-    if not (same or earlier):
+    before = fingerprint_before(written, manifest)  # perhaps under older parameter names
+    if before is None:
         raise BadInput(f"{path} holds another sweep (parameters or grid differ); cannot resume")
     if "status" not in ds:
         raise BadInput(f"{path} has no status variable: not a sweep result; cannot resume")
     recorded = ds.attrs.get("fingerprint")
-    if recorded and recorded != manifest.get("fingerprint") and not earlier:
+    if recorded and recorded not in (manifest.get("fingerprint"), before):
         raise BadInput(
             f"{path}: an input file changed since the result was written (its SHA-256 "
             "differs from the recorded one); restore it, or use --force to start over"

@@ -40,7 +40,7 @@ import xarray as xr
 from ..errors import UNREADABLE, BadInput
 from ..models.params import jsonable
 from .chunk import ChunkResult
-from .fingerprint import recorded_before
+from .fingerprint import fingerprint_before
 from .store import WriteFailed, atomic_write, space_problem
 
 MANIFEST = "manifest.json"
@@ -236,9 +236,12 @@ class PartsFolder:
             ) from None
         if not isinstance(found, dict):
             found = {}
-        if found.get("fingerprint") != manifest.get("fingerprint") and recorded_before(
-                found, manifest):
-            found = _renamed(found, manifest)
+        before = fingerprint_before(found, manifest)
+        if before is not None and found.get("params") != manifest.get("params"):
+            if found.get("fingerprint") == before:  # written under older names
+                found = _renamed(found, manifest)
+            else:  # the same sweep, but its inputs changed: said below
+                found = {**found, "params": manifest.get("params"), "grid": manifest.get("grid")}
         for key in IDENTITY[:-1]:
             if found.get(key) != manifest.get(key):
                 raise BadInput(
@@ -376,7 +379,7 @@ EARLIER = "earlier_fingerprints"
 
 def _renamed(found: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     """The manifest ``found`` of a folder written under a family's older parameter names
-    (:func:`.fingerprint.recorded_before`), now under ``manifest``'s names and fingerprint;
+    (:func:`.fingerprint.fingerprint_before`), now under ``manifest``'s names and fingerprint;
     the fingerprint its parts carry is kept among the :data:`EARLIER` ones they are read by.
     Saved with the folder's next manifest write (a resume), not here."""
     renamed = dict(found)
