@@ -253,6 +253,30 @@ class TwoLayer(Model):
         return 8.0 * floats + surface
 
     @classmethod
+    def _working_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """The torch implementation's memory per configuration of a batch, on its device
+        (``s`` the training dtype's bytes): the step's four (h, n) buffers ``Z``, ``σ'(Z)``,
+        ``A``, ``E`` and its sign mask (:class:`._two_layer_torch.FusedStep`), the initial
+        features ``A₀``, ``G₀`` and signs kept for the kernel and Hamming distances, a
+        checkpoint's (h, n) temporaries (signs, masks, the current ``G``), the parameters'
+        copies (``W``, ``a``, ``W₀``, ``a₀`` in float64, ``ξ``), and the data every
+        configuration of a seed shares, counted per configuration: ``X`` and ``Xᵀ``, the Gram
+        matrix ``XXᵀ`` and the test inputs. Not counted: the checkpoint metrics' scratch, a
+        slice of configurations bounded by one GiB of kernels whatever the batch, which the
+        engine's headroom on a GPU covers (docs/performance.md, "Chunks on a GPU"). At the
+        paper's size (d = 100, h = 50, n = 1000, n_test = 10⁴, float64): 21 MB. None for the
+        NumPy implementation, whose stored initial-kernel panels are bounded per batch
+        (:data:`_K0_STORE_BYTES`), not per configuration."""
+        if values.get("implementation") != "torch":
+            return None
+        s = 8 if values["dtype"] == "float64" else 4
+        d, h, n, n_test = (int(values[k]) for k in ("d", "h", "n", "n_test"))
+        activations = (4 + 2 + 3) * h * n * s + (1 + 1 + 2) * h * n
+        params = 4 * h * (d + 1) * s + 2 * h * (d + 1) * 8 + 2 * n * 8
+        shared = (2 * n * d + n * n + (d + 1) * n_test + n) * s
+        return float(activations + params + shared)
+
+    @classmethod
     def load_native(cls) -> None:
         kern.jit()  # numba's compiled loop and the BLAS its products call (SciPy's)
 
