@@ -95,10 +95,18 @@ IMPLEMENTATIONS: tuple[Implementation, ...] = (
     Implementation("torch", "the whole batch as one computation, on a CPU or GPU", ("train",),
                    devices=("cpu", "cuda"), requires=("torch",), tolerance=1e-10,
                    float32_tolerance=1e-5),
+    Implementation("torch-compiled", "the torch implementation with its step compiled by "
+                   "torch.compile (CUDA graphs on a GPU); an eager step where compiling fails",
+                   ("train",), devices=("cpu", "cuda"), requires=("torch",), tolerance=1e-10,
+                   float32_tolerance=1e-5),
 )
 """Where two-layer trains (docs/two-layer.md, "The torch backend"). On the CPU the torch row
 is bitwise across batching: every batched product whose kernel would change an item's bits
-(a batch of one included) is computed one item at a time (:mod:`._two_layer_torch`)."""
+(a batch of one included) is computed one item at a time (:mod:`._two_layer_torch`); so is
+the compiled row, whose compiled passes are elementwise or reduce within one configuration
+(docs/performance.md, "The compiled step")."""
+TORCH_ROWS = ("torch", "torch-compiled")
+"""The implementations that train with :mod:`._two_layer_torch`."""
 
 
 @register
@@ -267,7 +275,7 @@ class TwoLayer(Model):
         paper's size (d = 100, h = 50, n = 1000, n_test = 10⁴, float64): 21 MB. None for the
         NumPy implementation, whose stored initial-kernel panels are bounded per batch
         (:data:`_K0_STORE_BYTES`), not per configuration."""
-        if values.get("implementation") != "torch":
+        if values.get("implementation") not in TORCH_ROWS:
             return None
         s = 8 if values["dtype"] == "float64" else 4
         d, h, n, n_test = (int(values[k]) for k in ("d", "h", "n", "n_test"))
@@ -283,7 +291,7 @@ class TwoLayer(Model):
     # ------------------------------------------------------------------------------------------
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         """Train the batch on the implementation its ``implementation`` parameter names."""
-        if batch.values["implementation"] == "torch":
+        if batch.values["implementation"] in TORCH_ROWS:
             return self._train_torch(batch, progress)
         return self._train_numpy(batch, progress)
 
@@ -374,7 +382,8 @@ class TwoLayer(Model):
         device = compute.resolve_device(str(v["device"]))
         run = tb.TorchRun(prob.X, prob.y, prob.X_test, prob.y_test, W0, a0, leak,
                           lr_eff * 2.0 / n, steps, ck, DIVERGENCE_FACTOR, str(v["dtype"]),
-                          device, bool(v["save_params"]), geometry.record_rows)
+                          device, bool(v["save_params"]), geometry.record_rows,
+                          compiled=v["implementation"] == "torch-compiled")
         out = tb.train(run, progress)
         ds = metrics_dataset(out, ck, out["status"], lr_eff, n, kern.alpha_of(tau, delta),
                              bool(v["save_params"]), geometry)
