@@ -358,6 +358,40 @@ def test_rhm_stacks_any_shape_on_a_gpu_and_it_agrees_with_one_at_a_time(monkeypa
     assert not np.allclose(together.train_loss.values[0], together.train_loss.values[1])
 
 
+def test_rhm_a_diverging_configuration_leaves_its_neighbours_alone(monkeypatch: Any) -> None:
+    """α = 10¹⁰ in float32 overflows in the first epoch (status 1, NaN from the first
+    checkpoint after 0 on); stacked on the GPU's path with two others, those train as they
+    do stacked without it and as they do alone, within 1e-6 relative (measured: the same
+    bits), and the wild one alone diverges at the same checkpoint."""
+    common = dict(L=2, width=15, epochs=3, test_size=100, n_checkpoints=3, batch=32,
+                  dtype="float32", train_fraction=0.3)
+    calm = [{"alpha": 1.0, "seed": 0}, {"alpha": 3.0, "seed": 1}]
+    wild = {"alpha": 1e10, "seed": 3}
+
+    def train(points: list[dict[str, Any]]) -> xr.Dataset:
+        values = [rhm.RHM.resolve("train", {**common, **p}) for p in points]
+        return rhm.RHM().train(Batch.from_points(rhm.RHM, values))
+
+    alone = [train([p]) for p in (calm[0], wild, calm[1])]
+    monkeypatch.setattr(rhm, "stackable", lambda v, device: True)
+    together = train([calm[0], wild, calm[1]])
+    without = train(calm)
+    assert together.status.values.tolist() == [0, 1, 0]
+    assert alone[1].status.values.tolist() == [1]
+    for name in ("test_acc", "train_acc", "train_loss"):
+        for i, k in ((0, 0), (2, 1)):
+            got = together[name].values[i]
+            assert np.isfinite(got).all(), name
+            np.testing.assert_allclose(got, without[name].values[k], rtol=1e-6, atol=1e-7,
+                                       err_msg=name)
+            np.testing.assert_allclose(got, alone[i][name].values[0], rtol=1e-6, atol=1e-7,
+                                       err_msg=name)
+        assert np.array_equal(np.isnan(together[name].values[1]),
+                              np.isnan(alone[1][name].values[0])), name
+    loss = together.train_loss.values[1]
+    assert np.isfinite(loss[0]) and np.isnan(loss[-1])
+
+
 # -- cnn: stacked against one at a time --------------------------------------------------------
 def cnn_runs(base: dict[str, Any], points: list[dict[str, Any]], stacked: bool,
              monkeypatch: Any) -> xr.Dataset:

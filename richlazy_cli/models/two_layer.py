@@ -272,9 +272,9 @@ class TwoLayer(Model):
         matrix ``XXᵀ`` and the test inputs. Not counted: the checkpoint metrics' scratch, a
         slice of configurations bounded by one GiB of kernels whatever the batch, which the
         engine's headroom on a GPU covers (docs/performance.md, "Chunks on a GPU"). At the
-        paper's size (d = 100, h = 50, n = 1000, n_test = 10⁴, float64): 21 MB. None for the
-        NumPy implementation, whose stored initial-kernel panels are bounded per batch
-        (:data:`_K0_STORE_BYTES`), not per configuration."""
+        paper's size (d = 100, h = 50, n = 1000, n_test = 10⁴): 22 MB in float64, 11 MB in
+        float32. None for the NumPy implementation, whose stored initial-kernel panels are
+        bounded per batch (:data:`_K0_STORE_BYTES`), not per configuration."""
         if values.get("implementation") not in TORCH_ROWS:
             return None
         s = 8 if values["dtype"] == "float64" else 4
