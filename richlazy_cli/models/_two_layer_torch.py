@@ -283,8 +283,10 @@ class CompiledStep(FusedStep):
     def _compiled_update(self, active: Any) -> None:
         r = self.f[:, 0, :]
         if self.whole:
-            self.W, self.a = self._update(self.W, self.a, self.Dp, r, self.X, self.coef,
-                                          active)
+            W, a = self._update(self.W, self.a, self.Dp, r, self.X, self.coef, active)
+            if self.mode == "reduce-overhead":  # a graph's outputs are rewritten by its next
+                W, a = W.clone(), a.clone()  # replay, which reads them: own copies
+            self.W, self.a = W, a
             return
         torch = self.torch
         torch.mul(self.Dp, r[:, None, :], out=self.E)
