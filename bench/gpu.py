@@ -16,6 +16,9 @@ the stacked batch (``make paper-gpu``'s chunk), on the CPU the CPU default — a
 * the job's projected wall time on this device (configuration-steps of the whole job divided
   by the measured rate; ren-fig2 has no fixed number of steps and gets none).
 
+Fig. 1b is timed on the eager torch step and on the compiled one (``implementation =
+torch-compiled``: CUDA graphs on a GPU; its compilation is left out of the timing).
+
 Peaks. On the CPU both are measured here: a 2000³ GEMM on one thread (the sweeps run one
 thread per worker) times the 2 workers of a 2-core machine, and a 256 MiB copy. On an NVIDIA
 H200 the datasheet's figures are used (NVIDIA H200 Tensor Core GPU datasheet,
@@ -215,18 +218,21 @@ def bench_fig1b(device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
     rows = []
     impls = [("torch", "float64"), ("torch", "float32")] if gpu else \
         [("numba", "float64"), ("torch", "float64"), ("torch", "float32")]
+    impls += [("torch-compiled", "float64"), ("torch-compiled", "float32")]
     s1, s2 = ((200, 600) if quick else (2000, 6000)) if gpu else \
         ((10, 30) if quick else (50, 150))
     for impl, dtype in impls:
         base = {k: x for k, x in prm.items() if k not in ("backend", "device")}
         base.update(implementation=impl, dtype=dtype)
-        if impl == "torch":
+        if impl != "numba":
             base["device"] = device
 
         def run(steps: int, base: dict[str, Any] = base) -> float:
             pts = [{**base, **g, "steps": steps, "checkpoints": [0, steps]} for g in grid]
             return timed(TwoLayer, "train", pts, sync)
 
+        if impl == "torch-compiled":
+            run(2)  # the compilation (seconds) is not a step
         sec = per_step(run, s1, s2)
         flop, moved = two_layer_step(1, int(prm["d"]), int(prm["h"]), int(prm["n"]),
                                      8 if dtype == "float64" else 4)

@@ -14,12 +14,24 @@ then the projected wall time of the full Fig. 1b (``jobs/fig1b.toml``: 16 seeds 
 configurations × 10⁶ steps, 7 checkpoints) on that device. Times are measured by two runs of
 different lengths, so that fixed costs (set-up, checkpoints) and the per-step cost separate:
 ``T(S) = fixed + S · per_step``. Run: ``python bench/torch_backend.py [--quick]``.
+
+``--steps-against REF`` measures instead the torch step on the CPU (one thread, the 17
+configurations, the paper's size, float64 and float32) of three trees in one run, in
+alternating rounds, with the load average: the base commit ``REF`` (checked out in a
+temporary git worktree; by default the commit before the step was fused into preallocated
+buffers), this tree's eager step (``implementation = torch``) and its compiled step
+(``implementation = torch-compiled``, :class:`richlazy_cli.models._two_layer_torch.CompiledStep`;
+the first compilation is left out of the timing). docs/performance.md quotes its figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +45,9 @@ from richlazy_cli.models.base import Batch
 from richlazy_cli.models.two_layer import TwoLayer
 
 PAPER = dict(d=100, h=50, k=3, n=1000, n_test=10000, lr=5e-3, seed=100)
+ROOT = Path(__file__).resolve().parents[1]
+UNFUSED = "9f16cd4"
+"""The commit before the two-layer torch step was fused into preallocated buffers."""
 FIG1B_STEPS = 1_000_000
 FIG1B_SEEDS = 16
 
@@ -70,7 +85,14 @@ def per_step(points: list[dict[str, float]], s1: int, s2: int, sync: Any = None,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke test)")
+    parser.add_argument("--steps-against", metavar="REF", nargs="?", const=UNFUSED,
+                        default=None, help="the CPU step of base commit REF against this "
+                        f"tree's eager and compiled steps (default REF: {UNFUSED}, unfused)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --steps-against")
     args = parser.parse_args()
+    if args.steps_against is not None:
+        steps_against(args.steps_against, args.rounds, args.quick)
+        return
     import torch
 
     rows: list[tuple[str, float, float, float]] = []  # label, config-steps/s, step, fixed
@@ -216,6 +238,82 @@ def hermite_on_gpu(torch: Any, quick: bool, device: str = "cuda") -> None:
               f"{steps * per_step / 60:>8.1f} min")
     print(f"projected jobs/ren-fig2.toml with early stop on this GPU (widths one after "
           f"another): {total / 3600:.2f} h  (target <= 2 h)")
+
+
+STEP_CHILD = r"""
+import json, sys, time
+import numpy as np
+import torch
+torch.set_num_threads(1)
+from richlazy_cli.models.base import Batch
+from richlazy_cli.models.two_layer import TwoLayer
+impl, dtype, s1, s2 = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+paper = json.loads(sys.argv[5])
+taus, deltas = np.logspace(-1, 0.3, 17), np.linspace(-1, 1, 17)
+points = [{"tau": float(taus[i]), "delta": float(deltas[8])} for i in range(17)]
+def timed(steps):
+    values = [TwoLayer.resolve("train", {**paper, **p, "implementation": impl, "dtype": dtype,
+                                         "steps": steps, "checkpoints": [0, steps]})
+              for p in points]
+    wall, cpu = time.perf_counter(), time.thread_time()
+    TwoLayer().train(Batch.from_points(TwoLayer, values))
+    return time.perf_counter() - wall, time.thread_time() - cpu
+timed(max(2, s1 // 4))  # warm-up: compilation, caches
+(w1, c1), (w2, c2) = (min(timed(s), timed(s)) for s in (s1, s2))  # the less disturbed of two
+print(json.dumps({"wall": (w2 - w1) / (s2 - s1), "cpu": (c2 - c1) / (s2 - s1)}))
+"""
+
+
+def step_time(tree: Path, implementation: str, dtype: str, steps: tuple[int, int]
+              ) -> dict[str, float]:
+    """Seconds per step of the 17 configurations on the CPU, one thread, in ``tree``: of the
+    wall clock (``wall``) and of the thread's CPU time (``cpu``, which another process's load
+    on the same cores disturbs far less)."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, "-c", STEP_CHILD, implementation, dtype,
+                          str(steps[0]), str(steps[1]), json.dumps(PAPER)], env=env, cwd=tree,
+                         capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        sys.exit(f"bench child failed in {tree}:\n{res.stderr[-2000:]}")
+    return dict(json.loads(res.stdout.strip().splitlines()[-1]))
+
+
+def steps_against(base: str, rounds: int, quick: bool) -> None:
+    """The CPU step of ``base`` (unfused, by default), this tree's eager step and its
+    compiled step, float64 and float32, in ``rounds`` alternating rounds (ms of CPU time per
+    step of the 17 configurations, wall-clock ms in brackets; each round side by side)."""
+    git = ["git", "-C", str(ROOT)]
+    steps = (20, 60) if quick else (100, 300)
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} cores); "
+          f"base {base}; two-layer torch on the CPU, one thread, 17 configurations, "
+          f"d = 100, h = 50, n = 1000; CPU ms per step (wall ms)")
+    trees = ("base " + base, "eager (this tree)", "compiled (this tree)")
+    seen: dict[tuple[str, str], list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        wt = Path(tmp) / "base"
+        subprocess.run([*git, "worktree", "add", "--detach", "-q", str(wt), base], check=True)
+        try:
+            for r in range(rounds):
+                for dtype in ("float64", "float32"):
+                    row = []
+                    for label, tree, impl in zip(trees, (wt, ROOT, ROOT),
+                                                 ("torch", "torch", "torch-compiled"),
+                                                 strict=True):
+                        t = step_time(tree, impl, dtype, steps)
+                        ms = 1e3 * t["cpu"]
+                        seen.setdefault((label, dtype), []).append(ms)
+                        row.append(f"{label} {ms:6.1f} ({1e3 * t['wall']:.1f})")
+                    print(f"round {r + 1} {dtype}: " + ", ".join(row)
+                          + f"  (load {os.getloadavg()[0]:.2f})")
+        finally:
+            subprocess.run([*git, "worktree", "remove", "--force", str(wt)], check=False)
+    for dtype in ("float64", "float32"):
+        med = {label: float(np.median(seen[(label, dtype)])) for label in trees}
+        b, e, c = (med[label] for label in trees)
+        print(f"median {dtype}: base {b:.1f}, eager {e:.1f}, compiled {c:.1f} CPU ms/step; "
+              f"eager/base {b / e:.2f}x, compiled/eager {e / c:.2f}x faster")
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ defined here once:
 * :func:`import_torch` — torch, or :class:`MissingRequirement` naming the extra;
 * :func:`session` — one intra-op thread and deterministic algorithms for one model call;
 * :func:`provenance` — the attributes every torch result carries (:data:`PROVENANCE_KEYS`);
-* :func:`gpu_workers` — how many workers a sweep on a GPU device starts (one per GPU).
+* :func:`gpu_workers` — how many workers a sweep on a GPU device starts (one per GPU);
+* :func:`device_free_bytes` — the free memory of the GPU a device names (None on the CPU),
+  which sizes the engine's chunks on a device (docs/performance.md, "Chunks on a GPU").
 
 Random numbers never come from torch's global generator: models draw them from
 :func:`richlazy_cli.randomness.rng` (NumPy) and convert them, so they are the same on every
@@ -176,6 +178,22 @@ def gpu_workers(device: str | None) -> int | None:
     import torch
 
     return int(torch.cuda.device_count()) or None
+
+
+def device_free_bytes(device: str | None) -> int | None:
+    """The free memory, in bytes, of the GPU that ``device`` (a ``device`` parameter's value:
+    ``cuda``, ``cuda:K`` or ``auto``) names, as the CUDA driver reports it
+    (``torch.cuda.mem_get_info``); None on the CPU (``cpu``, None, ``auto`` without a GPU, or
+    no torch installed), where the engine's chunks are not sized by memory."""
+    if device in (None, "cpu") or not available("torch"):
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    index = torch.device(device).index if str(device).startswith("cuda:") else None
+    free, _total = torch.cuda.mem_get_info(index)
+    return int(free)
 
 
 def torch_dtype(name: str) -> Any:

@@ -1,5 +1,6 @@
-"""The GPU-oriented paths, run on the CPU: the fused two-layer step, the stacked practice
-training (grokking, rhm) and the paper-scale GPU target's refusal without a GPU.
+"""The GPU-oriented paths, run on the CPU: the fused two-layer step, the chunks sized by a
+GPU's free memory (with a faked device), the stacked practice training (grokking, cnn, rhm)
+and the paper-scale GPU target's refusal without a GPU.
 
 A GPU runs these same code paths; here they are checked against independent computations
 (one NumPy gradient step) and against one-at-a-time training, within the tolerances stated
@@ -21,9 +22,14 @@ import xarray as xr
 
 torch = pytest.importorskip("torch")
 
+from richlazy_cli import compute  # noqa: E402
+from richlazy_cli.engine import plan as plan_module  # noqa: E402
+from richlazy_cli.engine.job import Job, RunOptions  # noqa: E402
+from richlazy_cli.engine.run import execute  # noqa: E402
 from richlazy_cli.models import _two_layer_torch as tb  # noqa: E402
 from richlazy_cli.models import cnn, rhm  # noqa: E402
 from richlazy_cli.models import grokking as gk  # noqa: E402
+from richlazy_cli.models import two_layer as tl  # noqa: E402
 from richlazy_cli.models.base import Batch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,6 +74,204 @@ def test_fused_step_equals_a_numpy_gradient_step_and_freezes_the_inactive() -> N
     np.testing.assert_allclose(step.a.numpy(), a1, rtol=1e-12, atol=1e-13)
     assert np.array_equal(step.W.numpy()[2], W[2]) and np.array_equal(step.a.numpy()[2], a[2])
     assert not np.array_equal(step.W.numpy()[0], W[0])
+
+
+# -- the compiled two-layer step -------------------------------------------------------------
+COMPILED_POINTS = [dict(tau=0.3, delta=-0.5), dict(tau=1.0, delta=0.5),
+                   dict(tau=0.05, delta=0.0, lr=2.0), dict(tau=1.5, delta=0.0, leak=0.1)]
+COMPILED_BASE = dict(d=6, h=4, k=2, n=16, n_test=20, steps=150, n_checkpoints=6)
+
+
+def two_layer_batch(implementation: str, dtype: str = "float64") -> xr.Dataset:
+    values = [tl.TwoLayer.resolve("train", {**COMPILED_BASE, **p, "dtype": dtype,
+                                            "implementation": implementation})
+              for p in COMPILED_POINTS]
+    return tl.TwoLayer().train(Batch.from_points(tl.TwoLayer, values))
+
+
+def assert_two_layer_close(got: xr.Dataset, want: xr.Dataset, rtol: float) -> None:
+    assert got.status.values.tolist() == want.status.values.tolist()
+    for name, item in want.data_vars.items():
+        a, b = got[name].values, item.values
+        if item.dtype.kind != "f":
+            assert np.array_equal(a, b), name
+            continue
+        assert np.array_equal(np.isnan(a), np.isnan(b)), name
+        scale = float(np.nanmax(np.abs(b))) if np.isfinite(b).any() else 1.0
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * scale, err_msg=name)
+
+
+@pytest.mark.parametrize("whole, mode", [(False, None), (True, None),
+                                         (True, "reduce-overhead")],
+                         ids=["cpu-parts", "gpu-whole-step", "gpu-whole-step-graphs"])
+def test_the_compiled_step_equals_the_eager_one(whole: bool, mode: str | None,
+                                                monkeypatch: Any) -> None:
+    """torch.compile of the step, as the CPU compiles it (the elementwise passes) and as a
+    GPU does (the whole step, products included; in "reduce-overhead" mode, whose CUDA
+    graphs torch skips for CPU tensors, the GPU's step marks and copies run too): within the
+    torch implementation's 1e-10 of the eager step over 150 steps (measured: 3e-16), a
+    diverging configuration (lr/τ² = 800) frozen at the same step, no fallback."""
+    if whole:
+        init = tb.CompiledStep.__init__
+        monkeypatch.setattr(tb.CompiledStep, "__init__", lambda self, *a, **k: init(
+            self, *a, whole=True, mode=mode, **k))
+    monkeypatch.setattr(tb, "_warned", [])
+    eager = two_layer_batch("torch")
+    assert eager.status.values.tolist() == [0, 0, 1, 0]
+    compiled = two_layer_batch("torch-compiled")
+    assert not tb._warned, tb._warned
+    assert (whole, mode) in tb._compiled
+    assert_two_layer_close(compiled, eager, 1e-10)
+
+
+def test_a_failing_compilation_falls_back_to_the_eager_step_in_one_line(
+        monkeypatch: Any, capsys: Any) -> None:
+    """The compiled functions raise (as a missing compiler would): one line on stderr, once,
+    and the eager step's very bits."""
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("no C compiler found\nsecond line")
+
+    monkeypatch.setattr(tb, "compiled_functions", lambda torch, whole, mode: (broken, broken))
+    monkeypatch.setattr(tb, "_warned", [])
+    got = two_layer_batch("torch-compiled")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [tb.COMPILE_FAILED.format("RuntimeError: no C compiler found")]
+    want = two_layer_batch("torch")
+    for name, item in want.data_vars.items():
+        assert item.values.tobytes() == got[name].values.tobytes(), name
+
+
+# -- chunks sized by the device's free memory -------------------------------------------------
+def test_device_free_bytes_reads_the_driver_on_a_gpu_and_nothing_on_the_cpu(monkeypatch: Any
+                                                                            ) -> None:
+    asked: list[Any] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info",
+                        lambda index=None: asked.append(index) or (7 * 2**30, 80 * 2**30))
+    assert compute.device_free_bytes("cuda") == 7 * 2**30
+    assert compute.device_free_bytes("auto") == 7 * 2**30
+    assert compute.device_free_bytes("cuda:1") == 7 * 2**30 and asked[-1] == 1
+    assert compute.device_free_bytes("cpu") is None and compute.device_free_bytes(None) is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert compute.device_free_bytes("auto") is None
+
+
+SMALL = {"d": 6, "h": 4, "k": 2, "n": 16, "n_test": 20, "steps": 30, "n_checkpoints": 5}
+GRID = [("tau", "0.3,0.6,1.0,1.5,2.0"), ("delta", "-1,0,1"), ("seed", "0,1")]
+
+
+def two_layer_job(implementation: str = "torch") -> Job:
+    return Job.build("two-layer", "train", {**SMALL, "implementation": implementation}, GRID)
+
+
+@pytest.fixture
+def declared_working(monkeypatch: Any) -> None:
+    """Two-layer's footprint carrying its private working-memory estimate, as the model's
+    default footprint hands on the private hooks a family defines."""
+    footprint = tl.TwoLayer.footprint
+    if footprint("train", tl.TwoLayer.resolve("train", {**SMALL, "implementation": "torch"})
+                 ).working_bytes is None:
+        import dataclasses
+
+        monkeypatch.setattr(tl.TwoLayer, "footprint", classmethod(
+            lambda cls, action, values: dataclasses.replace(
+                footprint(action, values),
+                working_bytes=cls._working_bytes(action, values))))
+
+
+def fake_gpu(monkeypatch: Any, free: float) -> None:
+    """A device of ``free`` bytes for every configuration of a device implementation (the
+    points still compute on the CPU)."""
+    monkeypatch.setattr(compute, "device_free_bytes", lambda device: int(free))
+
+
+def test_the_chunk_on_a_device_follows_its_free_memory(monkeypatch: Any,
+                                                       declared_working: None) -> None:
+    """15 points per seed (chunks never mix seeds): a device with room for 4 configurations
+    (in the memory share) takes chunks of 4; one with room for the whole job takes each
+    seed's 15 in one chunk; without a device (or on the NumPy implementation) the chunks are
+    the CPU's, whatever the faked memory."""
+    job = two_layer_job()
+    values = job.values(0)
+    per_point = tl.TwoLayer._working_bytes("train", values)
+    output = tl.TwoLayer.footprint("train", values).output_bytes
+    assert per_point is not None and output is not None
+    cpu = plan_module.make_plan(job, RunOptions(jobs=1), None)
+    assert cpu.chunk_size == plan_module.auto_chunk_size(30, 1) == 8
+    room = (4.5 * (per_point + output + 9)) / plan_module.DEVICE_MEMORY_SHARE
+    fake_gpu(monkeypatch, room)
+    small = plan_module.make_plan(job, RunOptions(jobs=1), None)
+    assert small.chunk_size == 4 and [c.size for c in small.chunks] == [4, 4, 4, 3] * 2
+    fake_gpu(monkeypatch, 1e12)
+    large = plan_module.make_plan(job, RunOptions(jobs=1), None)
+    assert large.chunk_size == 30 and [c.size for c in large.chunks] == [15, 15]
+    assert plan_module.make_plan(job, RunOptions(jobs=1, chunk_size=3), None).chunk_size == 3
+    numpy_job = two_layer_job("numba")
+    assert plan_module.make_plan(numpy_job, RunOptions(jobs=1), None).chunk_size == 8
+    monkeypatch.setattr(compute, "device_free_bytes", lambda device: None)
+    assert plan_module.make_plan(job, RunOptions(jobs=1), None).chunk_size == 8
+
+
+def test_a_jobs_results_do_not_depend_on_the_device_chunk(tmp_path: Path, monkeypatch: Any,
+                                                          declared_working: None) -> None:
+    """The same job with the CPU's chunks, a small device's and a large device's: every
+    variable bit for bit the same (the torch implementation on the CPU is bitwise across
+    batching; on a GPU the promise is its declared tolerance, batch-dependent)."""
+    values = two_layer_job().values(0)
+    per_point = float(tl.TwoLayer._working_bytes("train", values) or 0.0)
+    results = {}
+    for label, free in (("cpu", None), ("small", 3.5 * per_point / 0.8), ("large", 1e12)):
+        if free is not None:
+            fake_gpu(monkeypatch, free)
+        outcome = execute(two_layer_job(), tmp_path / f"{label}.h5",
+                          RunOptions(jobs=1, quiet=True), ["test"])
+        assert outcome.plan is not None
+        results[label] = ([c.size for c in outcome.plan.chunks],
+                          xr.load_dataset(tmp_path / f"{label}.h5"))
+    assert results["cpu"][0] == [8, 7] * 2 and results["small"][0] == [3] * 10
+    assert results["large"][0] == [15, 15]
+    want = results["cpu"][1]
+    for label in ("small", "large"):
+        got = results[label][1]
+        for name, item in want.data_vars.items():
+            if name == "elapsed":
+                continue
+            assert item.values.tobytes() == got[name].values.tobytes(), (label, name)
+
+
+def held_by_a_batch(B: int, n: int, n_test: int, d: int, h: int) -> int:
+    """Bytes of the tensors a two-layer torch batch of ``B`` holds while it trains: the step's
+    buffers, the checkpoint metrics' initial features and data, the parameters."""
+    g = np.random.default_rng(0)
+    run = tb.TorchRun(g.standard_normal((n, d)), g.standard_normal(n),
+                      g.standard_normal((n_test, d)), g.standard_normal(n_test),
+                      g.standard_normal((B, h, d)), g.standard_normal((B, h)),
+                      np.zeros(B), np.full(B, 1e-3), 2, np.array([0, 2]), 1e6, "float64",
+                      "cpu")
+    t_ = lambda x: torch.as_tensor(np.ascontiguousarray(x))  # noqa: E731
+    with torch.no_grad():
+        X = t_(run.X)
+        metrics = tb._CheckpointMetrics(torch, run, X, torch.float64, torch.device("cpu"),
+                                        lambda A, Bm: tb.batched_matmul(torch, A, Bm))
+        W, a = t_(run.W0), t_(run.a0)
+        metrics.initial(W, a)
+        step = tb.FusedStep(torch, W, a, X, t_(run.X.T), t_(run.y),
+                            t_(run.leak)[:, None, None], t_(run.coef))
+    tensors = [*vars(step).values(), *vars(metrics).values(), W, a]
+    return sum(v.numel() * v.element_size() for v in tensors if isinstance(v, torch.Tensor))
+
+
+def test_two_layer_declares_the_torch_buffers_it_allocates() -> None:
+    """The declared working memory of one configuration covers the tensors a batch of one
+    holds while it trains (counted from the objects themselves) and is less than twice them;
+    what each further configuration of a batch adds is covered too."""
+    sizes = dict(n=200, n_test=300, d=20, h=10)
+    values = tl.TwoLayer.resolve("train", {**SMALL, **sizes, "implementation": "torch"})
+    declared = tl.TwoLayer._working_bytes("train", values)
+    assert declared is not None
+    one, four = held_by_a_batch(1, **sizes), held_by_a_batch(4, **sizes)
+    assert one <= declared < 2 * one
+    assert four <= 4 * declared
 
 
 # -- grokking: stacked against one at a time -------------------------------------------------
@@ -156,6 +360,40 @@ def test_rhm_stacks_any_shape_on_a_gpu_and_it_agrees_with_one_at_a_time(monkeypa
             np.testing.assert_allclose(together[name].values[i], alone[i][name].values[0],
                                        rtol=1e-10, atol=1e-12, err_msg=name)
     assert not np.allclose(together.train_loss.values[0], together.train_loss.values[1])
+
+
+def test_rhm_a_diverging_configuration_leaves_its_neighbours_alone(monkeypatch: Any) -> None:
+    """α = 10¹⁰ in float32 overflows in the first epoch (status 1, NaN from the first
+    checkpoint after 0 on); stacked on the GPU's path with two others, those train as they
+    do stacked without it and as they do alone, within 1e-6 relative (measured: the same
+    bits), and the wild one alone diverges at the same checkpoint."""
+    common = dict(L=2, width=15, epochs=3, test_size=100, n_checkpoints=3, batch=32,
+                  dtype="float32", train_fraction=0.3)
+    calm = [{"alpha": 1.0, "seed": 0}, {"alpha": 3.0, "seed": 1}]
+    wild = {"alpha": 1e10, "seed": 3}
+
+    def train(points: list[dict[str, Any]]) -> xr.Dataset:
+        values = [rhm.RHM.resolve("train", {**common, **p}) for p in points]
+        return rhm.RHM().train(Batch.from_points(rhm.RHM, values))
+
+    alone = [train([p]) for p in (calm[0], wild, calm[1])]
+    monkeypatch.setattr(rhm, "stackable", lambda v, device: True)
+    together = train([calm[0], wild, calm[1]])
+    without = train(calm)
+    assert together.status.values.tolist() == [0, 1, 0]
+    assert alone[1].status.values.tolist() == [1]
+    for name in ("test_acc", "train_acc", "train_loss"):
+        for i, k in ((0, 0), (2, 1)):
+            got = together[name].values[i]
+            assert np.isfinite(got).all(), name
+            np.testing.assert_allclose(got, without[name].values[k], rtol=1e-6, atol=1e-7,
+                                       err_msg=name)
+            np.testing.assert_allclose(got, alone[i][name].values[0], rtol=1e-6, atol=1e-7,
+                                       err_msg=name)
+        assert np.array_equal(np.isnan(together[name].values[1]),
+                              np.isnan(alone[1][name].values[0])), name
+    loss = together.train_loss.values[1]
+    assert np.isfinite(loss[0]) and np.isnan(loss[-1])
 
 
 # -- cnn: stacked against one at a time --------------------------------------------------------

@@ -1,7 +1,9 @@
 """What a run computes and on how many workers: the pending points of its shard (on resume,
 those not done), cut into chunks of batch-compatible points, and the workers that take them
 (``--jobs``, capped at the chunks and at the model's limit: one worker per GPU on a device).
-The plan is the same for a dry run and a run (docs/engine.md)."""
+On a GPU the automatic chunk is as large as the device's free memory allows
+(:func:`device_chunk_size`); on the CPU it depends on the points and workers alone. The plan is
+the same for a dry run and a run (docs/engine.md; docs/performance.md, "Chunks on a GPU")."""
 
 from __future__ import annotations
 
@@ -11,13 +13,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import compute
 from ..errors import Status
+from .footprint import declared_size, declared_working
 from .job import Job, RunOptions
 
 MAX_AUTO_CHUNK = 256
 """Largest automatic chunk with worker processes: bounds the results in flight to the parent."""
 MAX_AUTO_CHUNK_IN_PROCESS = 4096
 """Largest automatic chunk when the parent computes (--jobs 1): nothing is in flight."""
+DEVICE_MEMORY_SHARE = 0.8
+"""The share of a GPU's free memory that the configurations of one chunk may take (their
+declared working and output bytes); the rest is headroom for what a chunk's configurations
+share (the data, the library's workspaces, the allocator's cache)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,33 @@ def auto_chunk_size(pending: int, workers: int) -> int:
     return max(1, min(cap, math.ceil(pending / (4 * max(workers, 1)))))
 
 
+def device_chunk_size(job: Job, pending: np.ndarray, workers: int) -> int | None:
+    """The automatic chunk on a GPU: as many configurations as fit in
+    :data:`DEVICE_MEMORY_SHARE` of the device's free memory
+    (:func:`richlazy_cli.compute.device_free_bytes`), each taking the largest working memory
+    the model declares over the grid (``working_bytes`` of :meth:`.Model.footprint`) plus its
+    outputs, and no more than one chunk's share of the pending points per worker (one worker
+    per GPU), so that one GPU takes a whole job in one chunk where it fits. None where the job
+    does not compute on a GPU (a CPU implementation, ``device = cpu``, no GPU present) or the
+    model declares no working memory: the chunk is then :func:`auto_chunk_size`'s."""
+    if not len(pending):
+        return None
+    values = job.values(int(pending[0]))
+    impl = job.model.implementation(values, job.action)
+    if impl is None or not impl.on_devices:
+        return None
+    free = compute.device_free_bytes(compute.device_of(values))
+    if free is None:
+        return None
+    working = declared_working(job)
+    if working is None:
+        return None
+    output = declared_size(job, None)
+    per_point = working[0] + (output.per_point if output is not None else 0.0)
+    fit = int(DEVICE_MEMORY_SHARE * free // max(per_point, 1.0))
+    return max(1, min(fit, math.ceil(len(pending) / max(workers, 1))))
+
+
 def make_plan(job: Job, opts: RunOptions, status: np.ndarray | None) -> Plan:
     """The pending points of this run (its shard; on resume, those not done) in chunks."""
     size = max(job.grid.size, 1)
@@ -93,7 +128,9 @@ def make_plan(job: Job, opts: RunOptions, status: np.ndarray | None) -> Plan:
         pending = indices[todo]
     limit = job.workers_limit()
     jobs = opts.jobs or (min(default_jobs(), limit) if limit else default_jobs())
-    chunk_size = opts.chunk_size or auto_chunk_size(len(pending), min(jobs, limit or jobs))
+    takers = min(jobs, limit or jobs)
+    chunk_size = (opts.chunk_size or device_chunk_size(job, pending, takers)
+                  or auto_chunk_size(len(pending), takers))
     chunks = list(job.chunks(pending, chunk_size))
     return Plan(
         points=size,

@@ -16,6 +16,12 @@ the same gradient descent, divergence rule and checkpoint metrics as the NumPy b
   ``K = σ(XWᵀ)σ(XWᵀ)ᵀ + (XXᵀ) ∘ (GGᵀ)``, ``G_ik = a_k σ'(w_kᵀx_i)`` (docs/two-layer.md), all
   computed on the device; only the (B,)-sized checkpoint values are copied back.
 
+The step is :class:`FusedStep` (eager, in preallocated buffers) or, for the ``torch-compiled``
+implementation, :class:`CompiledStep`: the same step through ``torch.compile`` (on a GPU the
+whole step, matrix products included, with CUDA graphs; on the CPU the elementwise passes, fused,
+with the products kept on their exactness rule), falling back to the eager step with one line on
+stderr where compilation fails (docs/performance.md, "The compiled step").
+
 The trajectory stays on the device between checkpoints. Products run in the training dtype;
 the sums behind losses and kernel distances are taken in float64, as in the NumPy backend.
 
@@ -30,6 +36,7 @@ batchings.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -114,8 +121,13 @@ class FusedStep:
         self.torch = torch
         self.W, self.a, self.X, self.XT, self.y, self.leak, self.coef = \
             W.clone(), a.clone(), X, XT, y, leak, coef
+        self.allocate()
+
+    def allocate(self) -> None:
+        """The step's buffers, for the shapes of the parameters and data."""
+        torch, W = self.torch, self.W
         B, h, _ = W.shape
-        n = X.shape[0]
+        n = self.X.shape[0]
         self.Z = W.new_empty((B, h, n))
         self.Dp = torch.empty_like(self.Z)
         self.A = torch.empty_like(self.Z)
@@ -152,6 +164,136 @@ class FusedStep:
         self.a.addcmul_(kappa, self.ga, value=-1)
 
 
+COMPILE_FAILED = "two-layer: torch.compile of the step failed ({}); the step runs eagerly"
+"""The one line on stderr when :class:`CompiledStep` falls back to the eager step."""
+
+_compiled: dict[tuple[bool, str | None], tuple[Any, Any]] = {}
+_warned: list[str] = []
+
+
+def compiled_functions(torch: Any, whole: bool, mode: str | None) -> tuple[Any, Any]:
+    """The step's two compiled functions, made once per process (``torch.compile`` keeps
+    one compiled graph per shape; a new batch shape recompiles, about a second).
+
+    ``whole``: ``forward(W, a, XT, y, leak, one) → (Z, σ'(Z), A, r)`` and
+    ``update(W, a, Dp, r, X, coef, active) → (W', a')``, the matrix products inside (one graph
+    each, which CUDA graphs replay with ``mode = "reduce-overhead"``). Otherwise the
+    elementwise parts alone: ``forward(Z, leak, one) → (σ'(Z), A)`` (three passes over the
+    (B, h, n) activations in one) and ``update(W, a, xi, coef, active) → (W', a')``."""
+    key = (whole, mode)
+    if key not in _compiled:
+        def forward_whole(W: Any, a: Any, XT: Any, y: Any, leak: Any, one: Any) -> Any:
+            Z = torch.matmul(W, XT)
+            Dp = torch.where(Z >= 0, one, leak)
+            A = Z * Dp
+            r = torch.matmul(a[:, None, :], A)[:, 0, :] - y
+            return Z, Dp, A, r
+
+        def update_whole(W: Any, a: Any, Dp: Any, r: Any, X: Any, coef: Any, active: Any
+                         ) -> Any:
+            return update_parts(W, a, torch.matmul(Dp * r[:, None, :], X), coef, active)
+
+        def forward_parts(Z: Any, leak: Any, one: Any) -> Any:
+            Dp = torch.where(Z >= 0, one, leak)
+            return Dp, Z * Dp
+
+        def update_parts(W: Any, a: Any, xi: Any, coef: Any, active: Any) -> Any:
+            kappa = torch.where(active, coef, torch.zeros_like(coef))[:, None]
+            ga = (W * xi).sum(dim=2)
+            return W - (kappa * a)[:, :, None] * xi, a - kappa * ga
+
+        forward, update = (forward_whole, update_whole) if whole else (forward_parts,
+                                                                       update_parts)
+        _compiled[key] = (torch.compile(forward, mode=mode), torch.compile(update, mode=mode))
+    return _compiled[key]
+
+
+class CompiledStep(FusedStep):
+    """:class:`FusedStep` through ``torch.compile``: the same step, its passes fused.
+
+    ``whole`` (the default on a GPU): forward and update are each one compiled graph, matrix
+    products included, and on a GPU ``mode = "reduce-overhead"`` replays them as CUDA graphs
+    (one launch per graph instead of one per operation). Otherwise (the default on the CPU):
+    the products stay eager, on :func:`batched_matmul_out`'s exactness rule, and the
+    elementwise passes between them are compiled (σ'(Z) and A = Z ∘ σ'(Z) in one pass; the
+    update's reductions and products in one). The arithmetic is the eager step's; a compiled
+    kernel may contract a multiply and an add or order a reduction otherwise, so a
+    configuration's values agree with the eager step's within the torch implementation's
+    tolerance, not bit for bit. If compiling (or running a compiled graph) raises, the step
+    prints :data:`COMPILE_FAILED` once per process and goes on eagerly from where it was.
+    """
+
+    def __init__(self, torch: Any, W: Any, a: Any, X: Any, XT: Any, y: Any, leak: Any,
+                 coef: Any, whole: bool | None = None, mode: str | None = None) -> None:
+        super().__init__(torch, W, a, X, XT, y, leak, coef)
+        on_gpu = W.device.type == "cuda"
+        self.whole = on_gpu if whole is None else whole
+        self.mode = mode if mode is not None else ("reduce-overhead" if on_gpu else None)
+        self.eager = False
+        try:
+            self._forward, self._update = compiled_functions(torch, self.whole, self.mode)
+        except Exception as exc:  # torch.compile itself unavailable
+            self._fall_back(exc)
+
+    def _fall_back(self, exc: BaseException) -> None:
+        text = str(exc).strip().splitlines()
+        line = COMPILE_FAILED.format(f"{type(exc).__name__}: {text[0] if text else ''}"
+                                     .rstrip(": "))
+        if not _warned:
+            print(line, file=sys.stderr)
+            _warned.append(line)
+        self.eager = True
+        self.W, self.a = self.W.clone(), self.a.clone()  # out of a graph's memory
+        self.allocate()
+
+    def forward(self) -> Any:
+        if not self.eager:
+            try:
+                return self._compiled_forward()
+            except Exception as exc:
+                self._fall_back(exc)
+        return super().forward()
+
+    def backward_update(self, active: Any) -> None:
+        if not self.eager:
+            try:
+                self._compiled_update(active)
+                return
+            except Exception as exc:
+                self._fall_back(exc)
+                super().forward()  # the buffers of θ_t again
+        super().backward_update(active)
+
+    def _compiled_forward(self) -> Any:
+        torch = self.torch
+        if self.whole:
+            if self.mode == "reduce-overhead":
+                torch.compiler.cudagraph_mark_step_begin()
+            self.Z, self.Dp, self.A, r = self._forward(self.W, self.a, self.XT, self.y,
+                                                       self.leak, self.one)
+            self.f = r[:, None, :]
+            return r
+        batched_matmul_out(torch, self.W, self.XT, self.Z)
+        self.Dp, self.A = self._forward(self.Z, self.leak, self.one)
+        batched_matmul_out(torch, self.a[:, None, :], self.A, self.f)
+        r = self.f[:, 0, :]
+        r.sub_(self.y)
+        return r
+
+    def _compiled_update(self, active: Any) -> None:
+        r = self.f[:, 0, :]
+        if self.whole:
+            W, a = self._update(self.W, self.a, self.Dp, r, self.X, self.coef, active)
+            if self.mode == "reduce-overhead":  # a graph's outputs are rewritten by its next
+                W, a = W.clone(), a.clone()  # replay, which reads them: own copies
+            self.W, self.a = W, a
+            return
+        torch = self.torch
+        torch.mul(self.Dp, r[:, None, :], out=self.E)
+        batched_matmul_out(torch, self.E, self.X, self.xi)
+        self.W, self.a = self._update(self.W, self.a, self.xi, self.coef, active)
+
+
 @dataclass
 class TorchRun:
     """Inputs of one batch on the torch backend (NumPy arrays, float64 unless said)."""
@@ -173,6 +315,8 @@ class TorchRun:
     on_checkpoint: Callable[[int, np.ndarray, np.ndarray, np.ndarray], None] | None = None
     """Called at checkpoint ``j`` with the batch positions recorded and their float64
     parameters ``W`` (r, h, d) and ``a`` (r, h), on the host (for further outputs)."""
+    compiled: bool = False
+    """Train with :class:`CompiledStep` (the ``torch-compiled`` implementation)."""
 
 
 def train(run: TorchRun, progress: Any = None) -> dict[str, np.ndarray]:
@@ -215,7 +359,7 @@ def _train(torch: Any, run: TorchRun, progress: Any, Status: Any) -> dict[str, n
     loss0 = None
     next_ck = 0
     report_every = max(1, run.steps // 200)
-    step = FusedStep(torch, W, a, X, XT, y, leak, coef)
+    step = (CompiledStep if run.compiled else FusedStep)(torch, W, a, X, XT, y, leak, coef)
     # Nothing below reads a device value back between checkpoints and progress reports, so
     # that the host queues steps ahead of a GPU.
     last = run.steps if (n_ck and ck[-1] == run.steps) else run.steps - 1

@@ -94,10 +94,18 @@ IMPLEMENTATIONS: tuple[Implementation, ...] = (
     Implementation("torch", "the whole batch as one computation, on a CPU or GPU", ("train",),
                    devices=("cpu", "cuda"), requires=("torch",), tolerance=1e-10,
                    float32_tolerance=1e-5),
+    Implementation("torch-compiled", "the torch implementation with its step compiled by "
+                   "torch.compile (CUDA graphs on a GPU); an eager step where compiling fails",
+                   ("train",), devices=("cpu", "cuda"), requires=("torch",), tolerance=1e-10,
+                   float32_tolerance=1e-5),
 )
 """Where two-layer trains (docs/two-layer.md, "The torch backend"). On the CPU the torch row
 is bitwise across batching: every batched product whose kernel would change an item's bits
-(a batch of one included) is computed one item at a time (:mod:`._two_layer_torch`)."""
+(a batch of one included) is computed one item at a time (:mod:`._two_layer_torch`); so is
+the compiled row, whose compiled passes are elementwise or reduce within one configuration
+(docs/performance.md, "The compiled step")."""
+TORCH_ROWS = ("torch", "torch-compiled")
+"""The implementations that train with :mod:`._two_layer_torch`."""
 
 
 @register
@@ -244,13 +252,37 @@ class TwoLayer(Model):
         return 8.0 * floats + surface
 
     @classmethod
+    def _working_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """The torch implementation's memory per configuration of a batch, on its device
+        (``s`` the training dtype's bytes): the step's four (h, n) buffers ``Z``, ``σ'(Z)``,
+        ``A``, ``E`` and its sign mask (:class:`._two_layer_torch.FusedStep`), the initial
+        features ``A₀``, ``G₀`` and signs kept for the kernel and Hamming distances, a
+        checkpoint's (h, n) temporaries (signs, masks, the current ``G``), the parameters'
+        copies (``W``, ``a``, ``W₀``, ``a₀`` in float64, ``ξ``), and the data every
+        configuration of a seed shares, counted per configuration: ``X`` and ``Xᵀ``, the Gram
+        matrix ``XXᵀ`` and the test inputs. Not counted: the checkpoint metrics' scratch, a
+        slice of configurations bounded by one GiB of kernels whatever the batch, which the
+        engine's headroom on a GPU covers (docs/performance.md, "Chunks on a GPU"). At the
+        paper's size (d = 100, h = 50, n = 1000, n_test = 10⁴): 22 MB in float64, 11 MB in
+        float32. None for the NumPy implementation, whose stored initial-kernel panels are
+        bounded per batch (:data:`_K0_STORE_BYTES`), not per configuration."""
+        if values.get("implementation") not in TORCH_ROWS:
+            return None
+        s = 8 if values["dtype"] == "float64" else 4
+        d, h, n, n_test = (int(values[k]) for k in ("d", "h", "n", "n_test"))
+        activations = (4 + 2 + 3) * h * n * s + (1 + 1 + 2) * h * n
+        params = 4 * h * (d + 1) * s + 2 * h * (d + 1) * 8 + 2 * n * 8
+        shared = (2 * n * d + n * n + (d + 1) * n_test + n) * s
+        return float(activations + params + shared)
+
+    @classmethod
     def load_native(cls) -> None:
         kern.jit()  # numba's compiled loop and the BLAS its products call (SciPy's)
 
     # ------------------------------------------------------------------------------------------
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         """Train the batch on the implementation its ``implementation`` parameter names."""
-        if batch.values["implementation"] == "torch":
+        if batch.values["implementation"] in TORCH_ROWS:
             return self._train_torch(batch, progress)
         return self._train_numpy(batch, progress)
 
@@ -341,7 +373,8 @@ class TwoLayer(Model):
         device = compute.resolve_device(str(v["device"]))
         run = tb.TorchRun(prob.X, prob.y, prob.X_test, prob.y_test, W0, a0, leak,
                           lr_eff * 2.0 / n, steps, ck, DIVERGENCE_FACTOR, str(v["dtype"]),
-                          device, bool(v["save_params"]), geometry.record_rows)
+                          device, bool(v["save_params"]), geometry.record_rows,
+                          compiled=v["implementation"] == "torch-compiled")
         out = tb.train(run, progress)
         ds = metrics_dataset(out, ck, out["status"], lr_eff, n, kern.alpha_of(tau, delta),
                              bool(v["save_params"]), geometry)
