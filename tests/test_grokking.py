@@ -20,6 +20,7 @@ import xarray as xr
 torch = pytest.importorskip("torch")
 
 from richlazy_cli.models import grokking as gk  # noqa: E402
+from richlazy_cli.models._grokking_schedule import warmup_factor  # noqa: E402
 from richlazy_cli.models.base import Batch, rng  # noqa: E402
 from richlazy_cli.models.grokking import Grokking  # noqa: E402
 from tests.conftest import assert_one_line_error, assert_refused, run_process  # noqa: E402
@@ -103,7 +104,7 @@ def test_tau_multiplies_the_logits_and_divides_the_learning_rate() -> None:
             lrs.append(opt.param_groups[0]["lr"])
             opt.step()
             sched.step()
-        expected = [1e-3 / tau**2 * gk.warmup_factor(k) for k in range(12)]
+        expected = [1e-3 / tau**2 * warmup_factor(k) for k in range(12)]
         np.testing.assert_allclose(lrs, expected, rtol=1e-12)
         assert lrs[0] == pytest.approx(1e-4 / tau**2) and lrs[9:] == [1e-3 / tau**2] * 3
         assert opt.param_groups[0]["betas"] == (0.9, 0.98)

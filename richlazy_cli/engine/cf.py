@@ -92,7 +92,7 @@ def _head(text: str) -> str:
 
 def short_label(name: str, long_name: str) -> str:
     """A short plot label (mathtext where the name is a symbol) for a variable."""
-    from ..report.mathtext import symbol, to_mathtext
+    from ..mathtext import symbol, to_mathtext
 
     sym = symbol(name)
     if sym is not None:

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .grokking import BETAS, EVAL_ROWS, warmup_factor
+from ._grokking_schedule import BETAS, EVAL_ROWS, warmup_factor
 
 LN_EPS = 1e-5
 """PyTorch's LayerNorm epsilon."""

@@ -38,20 +38,13 @@ import xarray as xr
 
 from .. import compute
 from ..errors import BadInput, Status
+from ._grokking_schedule import BETAS, EVAL_ROWS, WARMUP_START, WARMUP_STEPS
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
 OPS = ("x+y", "x-y", "x*y", "x/y")
 SEQ_POSITIONS = 5
 """Rows of the position embedding (the reference implementation's; the sequence uses 4)."""
-WARMUP_STEPS = 9
-WARMUP_START = 0.1
-BETAS = (0.9, 0.98)
-EVAL_ROWS = 8192
-"""Pairs evaluated at once in a full-set evaluation: it bounds the evaluation's memory (at
-p = 2000 the training set holds two million pairs, whose logits alone would take 16 GB).
-A set of at most this many pairs is evaluated in one call, as before; a larger one in
-batches whose summed losses and counts give the same means up to rounding."""
 
 
 def is_prime(n: int) -> bool:
@@ -91,13 +84,6 @@ def batch_size(batch: int, p: int, op: str) -> int:
 def eval_steps(steps: int, every: int) -> np.ndarray:
     """Step 0, every multiple of ``every`` and the last step."""
     return np.unique(np.concatenate([np.arange(0, steps + 1, every), [steps]])).astype(np.int64)
-
-
-def warmup_factor(step: int) -> float:
-    """Learning-rate factor of optimiser step ``step`` (0-based): 0.1 → 1 linearly over the
-    first 9 steps, then 1 (PyTorch's ``LinearLR(start_factor=0.1, total_iters=9)``)."""
-    k = min(step, WARMUP_STEPS)
-    return WARMUP_START + (1.0 - WARMUP_START) * k / WARMUP_STEPS
 
 
 class Grokking(Model):

@@ -190,10 +190,10 @@ def label(item: xr.DataArray | xr.Variable, fallback: str, math: bool = False) -
     """``long_name [units]`` (or the name alone) for an axis, a colour bar or a caption.
 
     With ``math`` (axes and colour bars), plain-text mathematics in the long name is typeset
-    (:func:`.mathtext.to_mathtext`) and a name that is a Greek letter leads as its symbol:
+    (:func:`..mathtext.to_mathtext`) and a name that is a Greek letter leads as its symbol:
     ``$\\tau$: overall scale ...``.
     """
-    from .mathtext import symbol, to_mathtext
+    from ..mathtext import symbol, to_mathtext
 
     name = str(item.attrs.get("long_name") or fallback)
     units = str(item.attrs.get("units") or "")

@@ -22,8 +22,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
+from ..mathtext import symbol
 from .data import ResultFile, format_value, is_log_spaced, label, reduce_seed, select
-from .mathtext import symbol
 from .style import (
     MISSING_FACE,
     MISSING_HATCH,
