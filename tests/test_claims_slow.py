@@ -172,10 +172,11 @@ def test_grokking_tau_axis_cause_the_step_of_small_tau(tmp_path: Path) -> None:
     """The cause given for the τ axis above: the paper's lr/τ² makes the AdamW step at
     τ = 0.5 four times that of τ = 1. jobs/grokking-tau-stable-step.toml holds the step:
     τ = 0.5, lr = 2.5e-4 (lr/τ² = 1e-3, as at τ = 1), α = 1 and 10, seed 0 (669 s and 815 s
-    with --jobs 1 at nice 19, load average 7-13). Measured steps to 99% validation
-    accuracy: α = 10 at 4050 (training accuracy still dips, to 0.77 at step 1200 and 0.57 at
-    2200); α = 1 censored (validation accuracy 0.67 at 10,000). With the paper's step (the
-    test above) the same τ = 0.5 column read α = 1 at 1500 and α = 10 censored.
+    with --jobs 1 at nice 19, load average 7-13; 384 s as this test at load average 3-6).
+    Measured steps to 99% validation accuracy: α = 10 at 4050 (training accuracy still
+    dips, to 0.77 at step 1200 and 0.57 at 2200); α = 1 censored (validation accuracy 0.67
+    at 10,000). With the paper's step (the test above) the same τ = 0.5 column read α = 1
+    at 1500 and α = 10 censored.
 
     Asserted: with the step held, α = 10 groks within the budget and within 0.7 of α = 1
     (censored counted as the budget: 4050 against 10,000), so the order of the α = 1 and 10
