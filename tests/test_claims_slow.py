@@ -154,8 +154,9 @@ def greedy_recovered_per_seed(d: int, seeds: range) -> np.ndarray:
 
 
 def test_co_learning_fades_with_d_beyond_its_interval() -> None:
-    """scripts/claims_trends.py ren-width --d 64,256 --seeds 12 --narrow-only (about 10 min
-    at load average 7 on the shared 2 cores: 149 s at d = 64, 468 s at d = 256). Measured:
+    """scripts/claims_trends.py ren-width --d 64,256 --seeds 12 --narrow-only (149 s at
+    d = 64 and 468 s at d = 256 at load average 7 on the shared 2 cores; 449 s as this test
+    at load average 3-6). Measured:
     the fraction of the greedy tasks recovered, seed means [95% bootstrap over the 12 seeds],
     0.807 [0.750, 0.868] at d = 64 and 0.932 [0.905, 0.960] at d = 256 (seeds 0-3 alone:
     0.84 [0.72, 0.96] and 0.95 [0.93, 0.98], where the rise was not beyond the interval).

@@ -115,7 +115,8 @@ def test_filter_accuracies_are_comparable_across_alpha(filters_end: xr.Dataset) 
 
 def test_filters_under_the_papers_convention_and_the_drift_control(tmp_path: Path) -> None:
     """jobs/filters-digits24-bn.toml at seeds 0-2 (norm = channel after conv1, conv1 ÷ α only;
-    10 epochs; 5-10 min a seed with --jobs 1 at load average 7-13). Measured (α = 0.1, 1, 10;
+    10 epochs; 5-10 min a seed with --jobs 1 at load average 7-13; 444 s as this test with
+    --jobs 2 at load average 3-6). Measured (α = 0.1, 1, 10;
     seeds 0 / 1 / 2): R(w_end) 12.79 / 12.23 / 12.07, 12.00 / 11.47 / 11.09,
     2.83 / 2.79 / 1.91; R(w_end − w_0) ≤ 2.28 everywhere (i.i.d. level 12.10); test accuracy
     0.775 / 0.633 / 0.458, 0.783 / 0.711 / 0.731, 0.881 / 0.842 / 0.756.
@@ -142,7 +143,8 @@ def test_filters_under_the_papers_convention_and_the_drift_control(tmp_path: Pat
 
 def test_early_kernel_motion_by_steps(tmp_path: Path) -> None:
     """jobs/cnn-digits-alpha-early.toml at seeds 0-2 (32-53 s a seed with --jobs 2 on a quiet
-    machine): "early" as the paper's first MNIST epoch, n = 120 of 1,500 Adam steps (a
+    machine; 1895 s as this test at nice 19, load average 8-12): "early" as the paper's
+    first MNIST epoch, n = 120 of 1,500 Adam steps (a
     constant rate would give S(n)/S(end) = 120/1500 = 0.08). Measured (α = 0.1, 1, 10; seed
     means [95% bootstrap over the 3 seeds]): S(120)/S(end) = 0.18 [0.11, 0.28],
     0.40 [0.23, 0.66], 1.08 [0.41, 1.72]; S(120) at α = 10 is 7.3×, 8.6×, 8.8× that at α = 1
