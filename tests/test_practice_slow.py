@@ -144,8 +144,8 @@ def test_filters_under_the_papers_convention_and_the_drift_control(tmp_path: Pat
 def test_early_kernel_motion_by_steps(tmp_path: Path) -> None:
     """jobs/cnn-digits-alpha-early.toml at seeds 0-2 (32-53 s a seed with --jobs 2 on a quiet
     machine; 1895 s as this test at nice 19, load average 8-12): "early" as the paper's
-    first MNIST epoch, n = 120 of 1,500 Adam steps (a
-    constant rate would give S(n)/S(end) = 120/1500 = 0.08). Measured (α = 0.1, 1, 10; seed
+    first MNIST epoch, n = 120 of 1,500 Adam steps (a constant rate would give
+    S(n)/S(end) = 120/1500 = 0.08). Measured (α = 0.1, 1, 10; seed
     means [95% bootstrap over the 3 seeds]): S(120)/S(end) = 0.18 [0.11, 0.28],
     0.40 [0.23, 0.66], 1.08 [0.41, 1.72]; S(120) at α = 10 is 7.3×, 8.6×, 8.8× that at α = 1
     per seed. Asserted: the seed-mean share grows with α; at α = 1 and 10 the interval's lower
