@@ -5,6 +5,7 @@ figure of each.
 
     PYTHONPATH=. python scripts/claims_practice.py early   RESULT.h5 [MORE.h5 ...] [--out DIR]
     PYTHONPATH=. python scripts/claims_practice.py filters BN.h5 PLAIN.h5 [--out DIR]
+    PYTHONPATH=. python scripts/claims_practice.py filters --bn-only BN.h5 [MORE.h5 ...]
 
 early: S(n)/S(end) at n = 120 steps (the paper's first MNIST epoch: 60,000/512 ≈ 118 steps)
 and at 10% of the steps, per α; a kernel that moved at a constant rate would give n/N.
@@ -94,10 +95,15 @@ def _end(ds: xr.Dataset) -> dict[str, Any]:
     return res
 
 
-def filters(bn: Path, plain: Path, out: Path) -> dict[str, Any]:
-    runs = {name: xr.open_dataset(p, engine="h5netcdf").load()
-            for name, p in (("channel norm, first layer ÷ α", bn),
-                            ("no norm, first ÷ α and readout × α", plain))}
+def filters(bn: list[Path], plain: Path | None, out: Path) -> dict[str, Any]:
+    """``bn``: the runs of jobs/filters-digits24-bn.toml, joined over seeds; ``plain``: the
+    unnormalised job beside it, or None (--bn-only: the seeds of the fixed protocol alone)."""
+    parts = [xr.open_dataset(p, engine="h5netcdf").load() for p in bn]
+    runs = {"channel norm, first layer ÷ α": xr.concat(parts, dim="seed").sortby("seed")
+            if len(parts) > 1 else parts[0]}
+    if plain is not None:
+        runs["no norm, first ÷ α and readout × α"] = xr.open_dataset(
+            plain, engine="h5netcdf").load()
     res = {name: _end(ds) for name, ds in runs.items()}
     import matplotlib
 
@@ -128,9 +134,12 @@ def filters(bn: Path, plain: Path, out: Path) -> dict[str, Any]:
     axes[0].legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
     axes[1].set_ylabel("test accuracy")
     axes[1].legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.1))
-    fig.suptitle("Fig. 6b: first-layer filters, smooth2d on 24×24 digits, 10 epochs", fontsize=9)
+    seeds = ", ".join(f"{name}: {r[next(iter(r))]['seeds']} seeds" for name, r in res.items())
+    fig.suptitle("Fig. 6b: first-layer filters, smooth2d on 24×24 digits, 10 epochs "
+                 f"(mean and 95% bootstrap over seeds; {seeds})", fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "filters-protocol.png", dpi=110)
+    fig.savefig(out / ("filters-protocol.png" if plain is not None
+                       else "filters-protocol-seeds.png"), dpi=110)
     plt.close(fig)
     return res
 
@@ -140,10 +149,16 @@ def main() -> None:
     ap.add_argument("what", choices=("early", "filters"))
     ap.add_argument("files", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, default=Path("results/trends"))
+    ap.add_argument("--bn-only", action="store_true",
+                    help="filters: every file is a part (seeds) of the fixed protocol")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    res = early(args.files, args.out) if args.what == "early" else filters(
-        args.files[0], args.files[1], args.out)
+    if args.what == "early":
+        res = early(args.files, args.out)
+    elif args.bn_only:
+        res = filters(args.files, None, args.out)
+    else:
+        res = filters(args.files[:1], args.files[1], args.out)
     text = json.dumps(res, indent=1)
     (args.out / f"practice-{args.what}.json").write_text(text)
     print(text)

@@ -7,12 +7,16 @@ usable) and a summary with bootstrap intervals over seeds, and draws the trend.
     PYTHONPATH=. python scripts/claims_trends.py greedy-width [--out results/trends]
     PYTHONPATH=. python scripts/claims_trends.py figures    [--out results/trends]
     PYTHONPATH=. python scripts/claims_trends.py heavy-time [--out results/trends]
+    PYTHONPATH=. python scripts/claims_trends.py ren-width --d 64,256 --seeds 12 --narrow-only
+    PYTHONPATH=. python scripts/claims_trends.py colearning [--out results/trends]
 
 ren-width: population flows, P = 32, β = 0.8, σ0 = 1e-2, t_max = 30 d (≈ 10 T_P), early_stop,
 d ∈ {64, 128, 256, 512}, m ∈ {4, 8, 16} (m < P: width law, greedy agreement, fraction of the
 greedy tasks recovered) and m = 64 = 2P (Prop. 2.2(a) slope over p ∈ [2, 32]), seeds 0-3.
 decoupling: P = 4, a_p = ½, m = 8, d ∈ {64, 256, 1024, 4096}, seeds 0-7.
 greedy-width: the greedy rule alone (no flow), P ∈ {32, 128, 512, 2048}, m = 4 … P/2.
+colearning: from the ren-width rows, the fraction of the greedy tasks recovered over d, the
+first four seeds' interval beside that of all the seeds run (docs/claims.md §2.1).
 heavy-time: the heavy-tail time law, population flows at P = 32, m = 2P, σ0 = 1e-2,
 β ∈ {0.2, 0.35}, d ∈ {64, 128, 256, 512}, seeds 0-3 (its own rows, summary and figure).
 
@@ -76,13 +80,16 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def ren_width(out: Path) -> None:
+def ren_width(out: Path, ds_: tuple[int, ...] = WIDTH_D, seeds: range = SEEDS,
+              wide: bool = True) -> None:
+    """The runs of the ren-width family; ``ds_``, ``seeds`` and ``wide`` (the m = 2P run)
+    select a part of it (``--d``, ``--seeds``, ``--narrow-only``)."""
     path = out / "ren-width-rows.jsonl"
     done = {(r["d"], r["m"], r["seed"]) for r in _rows(path)}
     a = teacher_weights(P, BETA)
-    for d in WIDTH_D:
-        for seed in SEEDS:
-            for m in (*WIDTH_M, WIDE_M):
+    for d in ds_:
+        for seed in seeds:
+            for m in (*WIDTH_M, WIDE_M) if wide else WIDTH_M:
                 if (d, m, seed) in done:
                     continue
                 t0 = time.perf_counter()
@@ -351,16 +358,67 @@ def figures(out: Path) -> None:
     print(json.dumps(summary, indent=1, default=float))
 
 
+def colearning(out: Path) -> None:
+    """The fraction of the greedy tasks recovered (m < P) over d, with the interval from the
+    first four seeds beside the interval from every seed in the rows (the --seeds rerun)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = _rows(out / "ren-width-rows.jsonl")
+    res: dict[str, Any] = {}
+    for d in sorted({r["d"] for r in rows}):
+        full = sorted(s for s in {r["seed"] for r in rows if r["d"] == d}
+                      if all(any(r["d"] == d and r["seed"] == s and r["m"] == m for r in rows)
+                             for m in WIDTH_M))
+        frac = np.array([[next(r["greedy_recovered"] for r in rows if r["d"] == d
+                               and r["seed"] == s and r["m"] == m) for m in WIDTH_M]
+                         for s in full])
+        res[str(d)] = {"seeds": len(full), "all": bootstrap(frac, np.mean),
+                       "first4": bootstrap(frac[:4], np.mean),
+                       "wall_s": float(sum(r["wall_s"] for r in rows
+                                           if r["d"] == d and r["m"] in WIDTH_M))}
+    (out / "colearning.json").write_text(json.dumps(res, indent=1))
+    print(json.dumps(res, indent=1))
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    ds = [int(d) for d in res]
+    for k, (key, lab) in enumerate((("first4", "seeds 0-3"), ("all", "all seeds"))):
+        v = np.array([res[str(d)][key] for d in ds])
+        n = {res[str(d)]["seeds"] for d in ds} if key == "all" else {4}
+        ax.errorbar(np.array(ds) * (1 + 0.06 * k), v[:, 0],
+                    yerr=[v[:, 0] - v[:, 1], v[:, 2] - v[:, 0]], marker="os"[k], capsize=3,
+                    ls="", label=f"{lab} ({'/'.join(map(str, sorted(n)))} seeds; 95% bootstrap)")
+    ax.axhline(1.0, color="grey", ls="--", label="greedy rule (no co-learning)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("d (P = 32, β = 0.8, m = 4, 8, 16, t_max = 30 d)")
+    ax.set_ylabel("fraction of the greedy tasks recovered")
+    ax.set_title("Ren et al. Prop. 2.2(b): co-learning fades with d", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out / "colearning-seeds.png", dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("family", choices=("ren-width", "decoupling", "greedy-width", "figures",
-                                       "heavy-time"))
+                                       "heavy-time", "colearning"))
     ap.add_argument("--out", default="results/trends")
+    ap.add_argument("--d", default=None, help="ren-width: comma-separated d (default all)")
+    ap.add_argument("--seeds", type=int, default=None,
+                    help="ren-width: seeds 0 … N-1 (default 4)")
+    ap.add_argument("--narrow-only", action="store_true",
+                    help="ren-width: only m < P (no m = 2P run)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.family == "ren-width":
+        ren_width(out, tuple(int(x) for x in args.d.split(",")) if args.d else WIDTH_D,
+                  range(args.seeds) if args.seeds else SEEDS, not args.narrow_only)
+        return
     {"ren-width": ren_width, "decoupling": decoupling, "greedy-width": greedy_width,
-     "figures": figures, "heavy-time": heavy_time}[args.family](out)
+     "figures": figures, "heavy-time": heavy_time, "colearning": colearning}[args.family](out)
 
 
 if __name__ == "__main__":

@@ -114,44 +114,53 @@ def test_filter_accuracies_are_comparable_across_alpha(filters_end: xr.Dataset) 
 
 
 def test_filters_under_the_papers_convention_and_the_drift_control(tmp_path: Path) -> None:
-    """jobs/filters-digits24-bn.toml at seed 0 (norm = channel after conv1, conv1 ÷ α only;
-    10 epochs; 213 s as this test on 2 cores at load average 5). Measured (seed 0; α = 0.1,
-    1, 10):
-    R(w_end) 12.79, 12.00, 2.83; R(w_end − w_0) 0.27, 1.56, 2.28 (i.i.d. level 12.10); test
-    accuracy 0.775, 0.783, 0.881. Asserted: R(10) < R(1) < R(0.1) and R(10) ≤ 0.7 R(1) (the
-    smoother filters, kept from the specification); no run stalls (accuracy ≥ 0.7 at every α;
-    without the norm one α = 10 seed stayed at chance) and α = 10 is not worse than α = 1 by
-    more than 0.03; the drift control: the update is far smoother than a random walk of i.i.d.
+    """jobs/filters-digits24-bn.toml at seeds 0-2 (norm = channel after conv1, conv1 ÷ α only;
+    10 epochs; 5-10 min a seed with --jobs 1 at load average 7-13; 444 s as this test with
+    --jobs 2 at load average 3-6). Measured (α = 0.1, 1, 10;
+    seeds 0 / 1 / 2): R(w_end) 12.79 / 12.23 / 12.07, 12.00 / 11.47 / 11.09,
+    2.83 / 2.79 / 1.91; R(w_end − w_0) ≤ 2.28 everywhere (i.i.d. level 12.10); test accuracy
+    0.775 / 0.633 / 0.458, 0.783 / 0.711 / 0.731, 0.881 / 0.842 / 0.756.
+    Asserted in every seed: R(10) < R(1) < R(0.1) and R(10) ≤ 0.7 R(1) (the smoother
+    filters, kept from the specification; measured 0.17-0.24); α = 10 is not worse than
+    α = 1 by more than 0.03 (measured ahead by 0.025-0.13); no run stays near chance (0.1):
+    accuracy ≥ 0.4 (the lowest, α = 0.1 seed 2, 0.458: the lazy first layer learns slowest in
+    10 epochs); the drift control: the update is far smoother than a random walk of i.i.d.
     steps at every α (≤ 0.3 of the i.i.d. level), so on these 3×-upsampled digits the
     roughness measures how much of w_end the (smooth) update is, not learned edges alone
-    (docs/claims.md §8). One seed: the margins are not frozen from more."""
+    (docs/claims.md §8)."""
     ds = sweep("filters-digits24-bn.toml", tmp_path / "bn.h5", "-g", "alpha=0.1,1,10",
-               "-g", "seed=0")
+               "-g", "seed=range(3)")
     end = ds.isel(checkpoint=-1).load()
-    R = end.filter_roughness.values.ravel()
-    acc = end.test_acc.values.ravel()
-    upd = end.update_roughness.values.ravel()
+    R = end.filter_roughness.transpose("alpha", "seed").values
+    acc = end.test_acc.transpose("alpha", "seed").values
+    upd = end.update_roughness.transpose("alpha", "seed").values
     iid = float(ds.attrs["filter_roughness_iid"])
     print("R:", R.tolist(), "R(update):", upd.tolist(), "accuracy:", acc.tolist())
-    assert R[2] < R[1] < R[0] and R[2] <= 0.7 * R[1], R
-    assert np.all(acc >= 0.7) and acc[2] >= acc[1] - 0.03, acc
+    assert np.all(R[2] < R[1]) and np.all(R[1] < R[0]) and np.all(R[2] <= 0.7 * R[1]), R
+    assert np.all(acc >= 0.4) and np.all(acc[2] >= acc[1] - 0.03), acc
     assert np.all(upd <= 0.3 * iid), (upd, iid)
 
 
 def test_early_kernel_motion_by_steps(tmp_path: Path) -> None:
-    """jobs/cnn-digits-alpha-early.toml at seed 0 (155 s as this test on 2 cores at load
-    average 5): "early" as the paper's first MNIST epoch, n = 120 of 1,500 Adam steps (a
-    constant rate would give S(n)/S(end) = 0.08). Measured (α = 0.1, 1, 10):
-    S(120)/S(end) = 0.15, 0.23, 0.41 and S(120) = 0.0002, 0.0008, 0.0059. Asserted: the share
-    grows with α and is ≥ 2× the constant-rate share at α ≥ 1; the upstream kernel moves ≥ 3×
-    more by step 120 than at α = 1 (measured 7.4×). One seed (docs/claims.md §7)."""
+    """jobs/cnn-digits-alpha-early.toml at seeds 0-2 (32-53 s a seed with --jobs 2 on a quiet
+    machine; 1895 s as this test at nice 19, load average 8-12): "early" as the paper's
+    first MNIST epoch, n = 120 of 1,500 Adam steps (a constant rate would give
+    S(n)/S(end) = 120/1500 = 0.08). Measured (α = 0.1, 1, 10; seed
+    means [95% bootstrap over the 3 seeds]): S(120)/S(end) = 0.18 [0.11, 0.28],
+    0.40 [0.23, 0.66], 1.08 [0.41, 1.72]; S(120) at α = 10 is 7.3×, 8.6×, 8.8× that at α = 1
+    per seed. Asserted: the seed-mean share grows with α; at α = 1 and 10 the interval's lower
+    end is ≥ 2× the constant-rate share (lower ends 0.23 and 0.41 against 0.16); the upstream
+    kernel moves ≥ 3× more by step 120 than at α = 1 in every seed (docs/claims.md §7)."""
+    from tests.test_claims import _bootstrap_mean
+
     ds = sweep("cnn-digits-alpha-early.toml", tmp_path / "early.h5", "-g", "alpha=0.1,1,10",
-               "-g", "seed=0")
-    S = ds.kernel_distance.transpose("alpha", "seed", "checkpoint").values[:, 0]
+               "-g", "seed=range(3)")
+    S = ds.kernel_distance.transpose("alpha", "seed", "checkpoint").values
     steps = ds.step.values
     j = int(np.flatnonzero(steps == 120)[0])
-    share = S[:, j] / S[:, -1]
-    print("S(120)/S(end):", share.tolist(), "S(120):", S[:, j].tolist())
-    assert share[0] < share[1] < share[2], share
-    assert np.all(share[1:] >= 2 * 120 / steps[-1]), share
-    assert S[2, j] >= 3 * S[1, j], S[:, j]
+    share = [_bootstrap_mean(S[i, :, j] / S[i, :, -1]) for i in range(3)]
+    print("S(120)/S(end) [mean, 2.5%, 97.5%]:", share, "S(120):", S[:, :, j].tolist())
+    mean = [s[0] for s in share]
+    assert mean[0] < mean[1] < mean[2], share
+    assert share[1][1] >= 2 * 120 / steps[-1] and share[2][1] >= 2 * 120 / steps[-1], share
+    assert np.all(S[2, :, j] >= 3 * S[1, :, j]), S[:, :, j]
