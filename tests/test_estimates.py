@@ -31,6 +31,7 @@ def test_speedup_on_a_saturated_machine_is_the_fair_share(monkeypatch) -> None:
     """No core idle and the probe got half of its runnable time: on 2 cores the others demand
     2 / 0.5 - 1 = 3 cores; 2 workers then get 2 * 2 / (3 + 2) = 0.8 cores, 1.6 probes."""
     monkeypatch.setattr(startup, "cores", lambda: 2)
+    monkeypatch.setattr(startup, "autogroups", lambda: False)
     share = startup.CpuShare(share=0.5, idle=0.0)
     assert share.others() == pytest.approx(3.0)
     assert share.speedup(2) == pytest.approx(0.8 / 0.5)
@@ -40,12 +41,27 @@ def test_speedup_on_a_saturated_machine_is_the_fair_share(monkeypatch) -> None:
 def test_speedup_on_a_quiet_machine_is_the_worker_count(monkeypatch) -> None:
     """The probe alone on one of 2 cores (the other idle): the workers get a core each."""
     monkeypatch.setattr(startup, "cores", lambda: 2)
+    monkeypatch.setattr(startup, "autogroups", lambda: False)
     quiet = startup.CpuShare(share=1.0, idle=0.5)
     assert quiet.others() == pytest.approx(0.0)
     assert quiet.speedup(2) == pytest.approx(2.0)
     assert quiet.speedup(4) == pytest.approx(2.0)  # never more than the cores
     busy = startup.CpuShare(share=1.0, idle=0.25)  # half a core busy with something else
     assert busy.speedup(2) == pytest.approx(2 * 2 / (0.5 + 2))
+
+
+def test_speedup_under_session_groups_is_the_probes_share_plus_the_idle_cores(
+        monkeypatch) -> None:
+    """With the kernel's session groups the workers are one group with the command: on a
+    saturated machine two workers get together what the probe got (1 probe); with a quarter
+    of the 2 cores idle, the probe's full core and that half core (1.5 probes); on a quiet
+    machine, a core each."""
+    monkeypatch.setattr(startup, "cores", lambda: 2)
+    monkeypatch.setattr(startup, "autogroups", lambda: True)
+    assert startup.CpuShare(share=0.4, idle=0.0).speedup(2) == pytest.approx(1.0)
+    assert startup.CpuShare(share=1.0, idle=0.25).speedup(2) == pytest.approx(1.5)
+    assert startup.CpuShare(share=1.0, idle=0.5).speedup(2) == pytest.approx(2.0)
+    assert startup.CpuShare(share=1.0, idle=0.5).speedup(4) == pytest.approx(2.0)
 
 
 def test_cpu_share_measures_a_sleep_as_a_free_core() -> None:
