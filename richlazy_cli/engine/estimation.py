@@ -173,8 +173,10 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
             together = ChunkTask(job.model.name, job.action, np.array(first), values,
                                  checked=True)
             start = time.perf_counter()
-            compute_chunk(together, job.base)
+            done = compute_chunk(together, job.base)
             elapsed = time.perf_counter() - start
+            # a chunk shares its non-batchable values (the sizes a counted cost reads)
+            costs = done_cost(job, values[0], done, costs)
             if elapsed < probe * len(first):  # vectorised: cheaper per point than alone
                 per_cost, chunk_points = elapsed / costs, len(first)
                 # one point alone and the chunk together share a set-up that the model's cost
