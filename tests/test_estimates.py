@@ -230,15 +230,3 @@ def test_hermite_result_cost_counts_the_evaluations_done() -> None:
     assert Hermite._result_cost(values, ds) == pytest.approx((nfev + 21) * 8 * 12 * 32 * 1e-9)
     train = _values("hermite", d=32, P=4, m=8, lr=1e-3, loop="numba")
     assert Hermite._result_cost(train, ds) is None
-
-
-def test_rhm_probe_runs_a_tenth_of_the_epochs_at_the_runs_checkpoint_density() -> None:
-    from richlazy_cli.models.rhm import RHM, checkpoint_epochs
-
-    run = _values("rhm", epochs=250, n_checkpoints=26)
-    probe = RHM._probe(run)
-    assert probe["epochs"] == 25
-    run_ck = checkpoint_epochs(250, 26).size
-    # the smallest record grid holds epochs 0, 1 and the last
-    assert checkpoint_epochs(25, probe["n_checkpoints"]).size == max(3, round(run_ck / 10))
-    assert RHM._probe({**run, "epochs": 5}) == {**run, "epochs": 5}  # short runs: unchanged
