@@ -13,6 +13,8 @@ Run: ``.venv/bin/python bench/estimates.py [--limit 400] [--cheap] [--markdown] 
 where a JOB is a job file or the name of one in jobs/ (``fig8``); default: every job file in
 jobs/, or with ``--cheap`` the set :data:`CHEAP` (about 10 minutes on a quiet 2-core machine).
 ``--markdown`` prints the rows of docs/estimates.md's table instead of the aligned columns.
+``-g NAME=VALUES`` (repeatable) and ``--shard K/N`` measure a subset of a long job file's
+points, the same for its dry run and its run (the row names the subset).
 """
 
 from __future__ import annotations
@@ -47,12 +49,16 @@ def _richlazy(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
-def measure(job: Path, limit: float, folder: Path) -> dict[str, object]:
+def measure(job: Path, limit: float, folder: Path, subset: tuple[str, ...] = ()
+            ) -> dict[str, object]:
+    """One row: the dry run's estimate, then (below ``limit``) the sweep's measured wall time;
+    ``subset`` (``-g NAME=VALUES``, ``--shard K/N``) restricts both to the same points."""
     out = folder / f"{job.stem}.h5"
     load = os.getloadavg()[0]  # before both: the bench's own previous run is in it too
-    dry = _richlazy("sweep", "-c", str(job), "-o", str(out), "--dry-run", "--json",
+    dry = _richlazy("sweep", "-c", str(job), "-o", str(out), *subset, "--dry-run", "--json",
                     "--jobs", "2", timeout=900)
-    row: dict[str, object] = {"job": job.stem, "load": load}
+    name = job.stem + (f" ({' '.join(subset)})" if subset else "")
+    row: dict[str, object] = {"job": name, "load": load}
     if dry.returncode != 0:
         row["error"] = (dry.stderr.strip().splitlines() or ["?"])[-1]
         return row
@@ -62,7 +68,8 @@ def measure(job: Path, limit: float, folder: Path) -> dict[str, object]:
     if estimate["wall_seconds"] > limit:
         return row
     start = time.perf_counter()
-    run = _richlazy("sweep", "-c", str(job), "-o", str(out), "--jobs", "2", "-q", "--force",
+    run = _richlazy("sweep", "-c", str(job), "-o", str(out), *subset, "--jobs", "2", "-q",
+                    "--force",
                     timeout=max(3 * limit, 900))
     row["measured"] = time.perf_counter() - start
     row["exit"] = run.returncode
@@ -78,7 +85,13 @@ def main() -> None:
     parser.add_argument("--cheap", action="store_true", help="the cheap set (CHEAP)")
     parser.add_argument("--markdown", action="store_true",
                         help="print markdown table rows (docs/estimates.md)")
+    parser.add_argument("-g", "--grid", action="append", default=[], metavar="NAME=VALUES",
+                        help="restrict every job file's grid the same way (a subset of its "
+                        "points; the row says so)")
+    parser.add_argument("--shard", metavar="K/N", help="run shard K of N of each job file")
     args = parser.parse_args()
+    subset = tuple(x for g in args.grid for x in ("-g", g))
+    subset += ("--shard", args.shard) if args.shard else ()
     names = args.jobs or (list(CHEAP) if args.cheap else [])
     jobs = [job_path(n) for n in names] or sorted((ROOT / "jobs").glob("*.toml"))
     if args.markdown:
@@ -90,7 +103,7 @@ def main() -> None:
         print(f"{'':28} {'s':>10} {'s':>10} {'':>7} {'start-up':>8}")
     with tempfile.TemporaryDirectory() as scratch:
         for job in jobs:
-            row = measure(job, args.limit, Path(scratch))
+            row = measure(job, args.limit, Path(scratch), subset)
             if args.markdown:
                 print(markdown_row(row), flush=True)
                 continue

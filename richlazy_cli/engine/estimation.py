@@ -8,6 +8,7 @@ plus the measured start-up of the command and its workers and the one-off compil
 
 from __future__ import annotations
 
+import heapq
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import startup
-from .chunk import ChunkTask, compute_chunk
+from .chunk import ChunkResult, ChunkTask, compute_chunk
 from .footprint import case_sum
 from .job import Job
 from .plan import Plan
@@ -72,6 +73,10 @@ PROBE_REPEAT_BELOW = 60.0
 call pays one-off costs (imports, numba compiling its kernels, torch's first dispatch), which
 a sweep pays once per worker, not per point. The difference is reported as the compilation
 time. A slower probe runs once (its one-off costs are then a small part of it)."""
+MAKESPAN_POINTS = 2000
+"""Runs of at most this many pending points have their chunks scheduled onto the workers
+one by one (:func:`makespan`); larger ones, whose chunks even out, are priced as the total
+over the workers."""
 PROBE_CHUNK = 16
 """The most points of the first chunk that the dry run's second probe computes together, so
 that a model that vectorises a chunk is timed vectorised, as the sweep will run it."""
@@ -103,6 +108,18 @@ def probe_of(job: Job, flat: int) -> dict[str, Any]:
         return prepared
     job.model.check(job.action, values)
     return values
+
+
+def done_cost(job: Job, values: dict[str, Any], result: ChunkResult, cost: float) -> float:
+    """The cost of the work a probe did: what the model counts in its result where it
+    declares how (a private ``_result_cost(values, data)``, e.g. an adaptive solver's
+    evaluations, which its ``cost`` can only predict), else the predicted ``cost``. Pricing
+    the probe by its own count leaves the step-count model to predict the run alone."""
+    counted = getattr(job.model, "_result_cost", None)
+    if counted is None or result.data is None:
+        return cost
+    done = counted(values, result.data)
+    return float(done) if done is not None and done > 0 else cost
 
 
 def estimate(job: Job, plan: Plan) -> Estimate | None:
@@ -141,6 +158,7 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
             if timings[0] >= PROBE_REPEAT_BELOW:
                 break
     probe = timings[-1]
+    probe_cost = done_cost(job, probe_values, result, probe_cost)
     compile_seconds = max(0.0, timings[0] - timings[-1]) if len(timings) > 1 else 0.0
     scale = total / probe_cost if probe_cost > 0 else float(plan.pending)
     per_cost = probe / probe_cost if probe_cost > 0 else probe
@@ -155,8 +173,10 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
             together = ChunkTask(job.model.name, job.action, np.array(first), values,
                                  checked=True)
             start = time.perf_counter()
-            compute_chunk(together, job.base)
+            done = compute_chunk(together, job.base)
             elapsed = time.perf_counter() - start
+            # a chunk shares its non-batchable values (the sizes a counted cost reads)
+            costs = done_cost(job, values[0], done, costs)
             if elapsed < probe * len(first):  # vectorised: cheaper per point than alone
                 per_cost, chunk_points = elapsed / costs, len(first)
                 # one point alone and the chunk together share a set-up that the model's cost
@@ -179,6 +199,16 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
         probe_bytes = float(sum(item.nbytes for item in result.data.data_vars.values()))
     speedup = share.speedup(plan.workers)  # W workers on the cores that are free now
     seconds /= speedup
+    if probe_cost > 0 and plan.workers > 1 and plan.pending <= MAKESPAN_POINTS:
+        # each worker runs at speedup / W of the probe's speed; chunks go in order to the
+        # first free one, so the uneven costs of a few chunks can outlast the average
+        slow = plan.workers / speedup
+        chunk_seconds = [
+            slow * (per_cost * sum(float(job.model.footprint(job.action, job.values(int(i))).cost)
+                                   for i in chunk)
+                    + per_chunk + per_point * len(chunk))
+            for chunk in plan.chunks]
+        seconds = max(seconds, makespan(chunk_seconds, plan.workers))
     # the fixed costs (engine/startup.py): the command's own start, its final write, and
     # for short runs, where they are a good part of the wall time, its workers' start
     fixed = command + startup.final_write(job, result)
@@ -205,8 +235,30 @@ def _fit_two_points(job: Job, probe: float, probe_cost: float, costliest: list[A
         return None
     task = ChunkTask(job.model.name, job.action, np.array([0]), [values], checked=True)
     start = time.perf_counter()
-    compute_chunk(task, job.base)
+    result = compute_chunk(task, job.base)
     elapsed = time.perf_counter() - start
-    per_cost = (elapsed - probe) / (cost - probe_cost)
-    per_point = probe - per_cost * probe_cost
+    cost = done_cost(job, values, result, cost)
+    return split_setup(probe, probe_cost, elapsed, cost)
+
+
+def split_setup(small: float, small_cost: float, large: float, large_cost: float
+                ) -> tuple[float, float] | None:
+    """The line ``seconds = set-up + per_cost × cost`` through two timed probes, as
+    ``(set-up, per_cost)``, or None where it is not a valid split (costs not increasing, a
+    time per cost that is not positive, a negative set-up)."""
+    if not large_cost > small_cost:
+        return None
+    per_cost = (large - small) / (large_cost - small_cost)
+    per_point = small - per_cost * small_cost
     return (per_point, per_cost) if per_cost > 0 and per_point >= 0 else None
+
+
+def makespan(chunk_seconds: list[float], workers: int) -> float:
+    """The wall time of chunks taken in their order, each by the first worker free (how the
+    sweep hands out its chunks, docs/engine.md): list scheduling. A costly chunk late in
+    the order, or a few costly ones among few chunks, keep one worker busy after the others
+    are done, which the total over the workers does not see."""
+    free = [0.0] * max(1, workers)
+    for seconds in chunk_seconds:
+        heapq.heappush(free, heapq.heappop(free) + seconds)
+    return max(free)

@@ -23,7 +23,10 @@ A sweep's wall time is its computation (the probe's time scaled by the model's c
   processes' demand ``L`` is inferred (``L = C / s - 1`` when no
   core was idle, under fair sharing of the ``C`` cores; else the busy cores besides the
   probe), and ``W`` workers are expected to run ``min(W, C W / (L + W)) / s`` times as fast
-  as the probe.
+  as the probe. Where the kernel groups processes by session (``sched_autogroup``), it
+  shares the cores fairly among the groups, not the processes: the sweep's workers, started
+  from the command, are one group with it, and together get what the probe got plus the
+  idle cores, ``min(W, s + C i) / s`` (:func:`autogroups`).
 """
 
 from __future__ import annotations
@@ -103,6 +106,15 @@ def _sched() -> tuple[float, float]:
         return time.process_time(), 0.0
 
 
+def autogroups() -> bool:
+    """Whether the kernel shares the cores among session groups (``sched_autogroup``: each
+    session's processes together get one fair share, whatever their number or ``nice``)."""
+    try:
+        return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return False
+
+
 def cores() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -155,8 +167,12 @@ class CpuShare:
         """How many times the probe's speed ``workers`` worker processes run together."""
         if self.share is None:
             return float(workers)
-        c, others = cores(), self.others()
-        together = min(float(workers), c * workers / (others + workers))
+        c = cores()
+        if autogroups() and self.idle is not None:
+            # one group with the probe: what it got, plus the cores left idle
+            together = min(float(workers), self.share + c * self.idle)
+        else:
+            together = min(float(workers), c * workers / (self.others() + workers))
         return max(1e-3, together / self.share)
 
 

@@ -358,6 +358,19 @@ STOP_MARGIN = 1.1
 """``stop_on_recovery`` stops 10% after the last learnable teacher is recovered."""
 
 
+def _greedy_times(values: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The greedy theory's recovery time of each teacher (:func:`greedy_pairs`, from the
+    configuration's own initial directions) and the teacher weights, or None where they
+    cannot be computed (an estimate only)."""
+    try:
+        c = hermite_coeffs(values["k"], values.get("sigma_coeffs"))
+        a = teacher_weights(int(values["P"]), float(values["beta"]), values.get("a"))
+        U0 = initial_directions(int(values["seed"]), int(values["m"]), int(values["d"]))
+        return greedy_pairs(U0[:, : int(values["P"])], a, c)[0], a
+    except (ValueError, ArithmeticError):
+        return None
+
+
 def expected_steps(values: Mapping[str, Any]) -> float:
     """The SGD steps a ``train`` configuration runs: ``steps``, or with ``stop_on_recovery``
     the greedy prediction of the last learnable teacher's recovery time (:func:`greedy_pairs`,
@@ -368,16 +381,71 @@ def expected_steps(values: Mapping[str, Any]) -> float:
     lr = values.get("lr")
     if not values.get("stop_on_recovery") or lr is None or not lr > 0:
         return steps
-    try:
-        c = hermite_coeffs(values["k"], values.get("sigma_coeffs"))
-        a = teacher_weights(int(values["P"]), float(values["beta"]), values.get("a"))
-        U0 = initial_directions(int(values["seed"]), int(values["m"]), int(values["d"]))
-        times = greedy_pairs(U0[:, : int(values["P"])], a, c)[0]
-    except (ValueError, ArithmeticError):  # an estimate only: price the whole budget
+    greedy = _greedy_times(values)
+    if greedy is None or not np.any(np.isfinite(greedy[0])):  # price the whole budget
         return steps
-    if not np.any(np.isfinite(times)):
-        return steps
-    return min(steps, STOP_MARGIN * float(np.nanmax(times)) / float(lr))
+    return min(steps, STOP_MARGIN * float(np.nanmax(greedy[0])) / float(lr))
+
+
+STABILITY_INTERVAL = {"RK45": 3.307, "DOP853": 6.394}
+"""``h λ`` at the edge of the real stability interval of scipy's explicit integrators
+(Dormand–Prince 5(4) and 8(5,3): the first ``z < 0`` with ``|R(z)| > 1`` for their
+stability functions ``R``)."""
+EVALUATIONS_PER_STEP = {"RK45": 7.0, "DOP853": 14.0}
+"""Gradient evaluations per accepted step at the stability limit: the stages of one attempt
+(6 and 12) and the rejected attempts of a step-size controller hovering at the limit
+(RK45: 7.0 measured on jobs/ren-width.toml's and jobs/ren-fig2-small.toml's flows, one
+rejection in six steps; DOP853 assumed alike, not measured)."""
+SEARCH_EVALUATIONS = 1500.0
+"""Gradient evaluations of the search and escape phase above the stable rate (at
+``rtol = 1e-7``): the escapes from the saddles are accuracy-bound, with steps of 0.15–0.7
+time units against the stable 1.2–2.9. Measured 1000–2100 over widths 4–256, ``d`` 128–256
+and ``P`` 32–128 (the full flow's evaluations less the stable rate times its length)."""
+SETTLE_AFTER_GREEDY = 2.4
+"""``early_stop`` ends a flow at about this many times the greedy theory's last recovery
+time: measured 2.45 and 2.37 on jobs/ren-width.toml (m = 8 and 256; the flow's own last
+recovery comes at about twice the greedy time, and settling adds a tenth)."""
+
+
+def expected_evaluations(values: Mapping[str, Any]) -> float:
+    """The gradient evaluations of a ``solve`` configuration's explicit integrator (RK45,
+    DOP853): the step-count model of docs/estimates.md ("The solver's step count").
+
+    Once a neuron has converged onto teacher ``p`` (``r² = a_p``) the flow's stiffest mode
+    is its radial one, ``λ = 4 a_p Σ_{j≥1} c_j²`` (the second derivative of
+    ``½(r⁴ - 2 a_p r²)`` in ``r``), and the explicit step is held at the edge of the
+    integrator's real stability interval, ``h = z_s / λ`` (:data:`STABILITY_INTERVAL`), for
+    the rest of the flow: the evaluations grow at ``e_s λ / z_s`` per unit of time
+    (:data:`EVALUATIONS_PER_STEP`), with ``λ`` from the largest weight among the teachers
+    the greedy theory recovers before the flow ends. The search and escape phase adds
+    :data:`SEARCH_EVALUATIONS` (its steps are set by the tolerance, so scaled by
+    ``(1e-7/rtol)^{1/5}``, the fifth-order error per step). The flow ends at ``t_max``, or
+    with ``early_stop`` at :data:`SETTLE_AFTER_GREEDY` times the greedy theory's last
+    recovery time when every teacher has two neurons to compete for it (``m ≥ 2P``); with
+    fewer, the flow may recover another set than the greedy rule's and then never stops
+    (jobs/ren-width.toml at m = 16–128: 14 of 16 … 101 of 128 recovered, run to t_max).
+    """
+    method = str(values.get("method", "RK45"))
+    t_max = float(values["t_max"])
+    search = SEARCH_EVALUATIONS * (1e-7 / float(values.get("rtol", 1e-7))) ** 0.2
+    greedy = _greedy_times(values)
+    if greedy is None:
+        return search + 7.0 * t_max
+    times, a = greedy
+    t_end = t_max
+    learnable = np.isfinite(times)
+    if (values.get("early_stop") and np.any(learnable)
+            and int(values["m"]) >= 2 * int(np.count_nonzero(a > 0))):
+        t_end = min(t_max, SETTLE_AFTER_GREEDY * float(np.nanmax(times)))
+    learned = learnable & (times <= t_end)
+    c = hermite_coeffs(values["k"], values.get("sigma_coeffs"))
+    strength = float(np.sum(c[1:] ** 2))
+    rate = 0.0
+    if np.any(learned):
+        lam = 4.0 * float(np.max(a[learned])) * strength
+        rate = EVALUATIONS_PER_STEP.get(method, 7.0) * lam / STABILITY_INTERVAL.get(method, 3.307)
+    first = float(np.nanmin(times)) if np.any(learnable) else math.inf
+    return search * min(1.0, t_end / first) + rate * t_end
 
 
 def log_steps(steps: int, n: int) -> np.ndarray:
@@ -664,13 +732,33 @@ class Hermite(Model):
 
     @classmethod
     def _cost(cls, values: Mapping[str, Any]) -> float:
-        """Flops-like estimate: ~7 gradient evaluations of O(m(m+P)d) per unit of GF time
-        (solve, see the module docstring) plus O(batch·m·d) per SGD step (train)."""
+        """Flops-like estimate: gradient evaluations of O(m(m+P)d) each. solve: the
+        integrator's evaluations (:func:`expected_evaluations`; the implicit BDF/LSODA ~7 per
+        unit of GF time) and one per output time (its loss and overlaps); train: O(batch·m·d)
+        per SGD step (:func:`expected_steps`). A configuration is a train one when its SGD
+        loop is set (train always resolves it; solve has none)."""
         m, d, P = values["m"], values["d"], values["P"]
-        solve = 7.0 * values["t_max"] * m * (m + P) * d
+        if values.get("loop") is None:  # solve
+            if values.get("method", "RK45") in STABILITY_INTERVAL:
+                evaluations = expected_evaluations(values)
+            else:
+                evaluations = 7.0 * float(values["t_max"])
+            evaluations += int(values["checkpoints"]) + 1
+            return evaluations * m * (m + P) * d * 1e-9
         per_sample = 60.0 if values.get("implementation") == "numpy" else 4.0
-        train = float(expected_steps(values)) * values["batch"] * m * d * per_sample
-        return (solve + train) * 1e-9
+        return float(expected_steps(values)) * values["batch"] * m * d * per_sample * 1e-9
+
+    @classmethod
+    def _result_cost(cls, values: Mapping[str, Any], data: xr.Dataset) -> float | None:
+        """The cost (units of :meth:`_cost`) of the work a computed solve actually did: its
+        counted gradient evaluations (``nfev``, summed over the points) and output times;
+        None for train. The dry run prices its probe by this (docs/estimates.md)."""
+        if values.get("loop") is not None or "nfev" not in data:
+            return None
+        m, d, P = values["m"], values["d"], values["P"]
+        points = int(data.sizes.get("point", 1))
+        evaluations = float(np.sum(data["nfev"].values)) + points * (int(values["checkpoints"]) + 1)
+        return evaluations * m * (m + P) * d * 1e-9
 
     @classmethod
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
