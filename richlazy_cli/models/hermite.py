@@ -743,7 +743,7 @@ class Hermite(Model):
                 evaluations = expected_evaluations(values)
             else:
                 evaluations = 7.0 * float(values["t_max"])
-            evaluations += int(values["checkpoints"]) + 1
+            evaluations += int(values["n_records"]) + 1
             return evaluations * m * (m + P) * d * 1e-9
         per_sample = 60.0 if values.get("implementation") == "numpy" else 4.0
         return float(expected_steps(values)) * values["batch"] * m * d * per_sample * 1e-9
@@ -757,7 +757,7 @@ class Hermite(Model):
             return None
         m, d, P = values["m"], values["d"], values["P"]
         points = int(data.sizes.get("point", 1))
-        evaluations = float(np.sum(data["nfev"].values)) + points * (int(values["checkpoints"]) + 1)
+        evaluations = float(np.sum(data["nfev"].values)) + points * (int(values["n_records"]) + 1)
         return evaluations * m * (m + P) * d * 1e-9
 
     @classmethod
