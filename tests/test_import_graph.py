@@ -73,7 +73,7 @@ def test_no_circles():
         path.append(m)
         for t in sorted(g.get(m, ())):
             if state.get(t) == 1:
-                circles.append(path[path.index(t):] + [t])
+                circles.append([*path[path.index(t):], t])
             elif t not in state:
                 visit(t)
         path.pop()
