@@ -39,6 +39,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -122,7 +123,7 @@ class Blocks:
         if np.any(np.diff(group) < 0) or group[0] != 0 or np.any(np.diff(group) > 1):
             raise ValueError("the configurations of a data set must be contiguous, in order")
         cuts = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), B]
-        bounds = tuple(zip(cuts[:-1], cuts[1:], strict=True))
+        bounds = tuple(pairwise(cuts))
         equal = len({s1 - s0 for s0, s1 in bounds}) == 1
         return cls(bounds, grouped and equal and len(bounds) > 1)
 
