@@ -22,6 +22,13 @@ temporary git worktree; by default the commit before the step was fused into pre
 buffers), this tree's eager step (``implementation = torch``) and its compiled step
 (``implementation = torch-compiled``, :class:`richlazy_cli.models._two_layer_torch.CompiledStep`;
 the first compilation is left out of the timing). docs/performance.md quotes its figures.
+
+``--seeds`` measures instead, on the CPU (one thread, the paper's size, float64), a chunk of
+several seeds trained together (the torch implementations batch over the seed: each seed's
+configurations multiplied with its own data) against the same configurations as one chunk
+per seed, in alternating rounds, configuration-steps per second side by side with the load
+average. It is the CPU's check that mixing seeds costs nothing; what it gains is on a GPU,
+where one chunk of a whole job replaces one per seed (not measured here).
 """
 
 from __future__ import annotations
@@ -88,10 +95,16 @@ def main() -> None:
     parser.add_argument("--steps-against", metavar="REF", nargs="?", const=UNFUSED,
                         default=None, help="the CPU step of base commit REF against this "
                         f"tree's eager and compiled steps (default REF: {UNFUSED}, unfused)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of --steps-against")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of --steps-against or --seeds")
+    parser.add_argument("--seeds", action="store_true", help="on the CPU: one chunk of "
+                        "several seeds against one chunk per seed, the same configurations")
     args = parser.parse_args()
     if args.steps_against is not None:
         steps_against(args.steps_against, args.rounds, args.quick)
+        return
+    if args.seeds:
+        seeds_side_by_side(args.rounds, args.quick)
         return
     import torch
 
@@ -238,6 +251,67 @@ def hermite_on_gpu(torch: Any, quick: bool, device: str = "cuda") -> None:
               f"{steps * per_step / 60:>8.1f} min")
     print(f"projected jobs/ren-fig2.toml with early stop on this GPU (widths one after "
           f"another): {total / 3600:.2f} h  (target <= 2 h)")
+
+
+SEEDS = (100, 101, 102, 103)
+"""The seeds of ``--seeds``: four of Fig. 1b's."""
+
+
+def seeds_side_by_side(rounds: int, quick: bool, per_seed: int = 8) -> None:
+    """``per_seed`` (τ, δ) configurations of each of :data:`SEEDS` on the torch
+    implementation (CPU, one thread, float64, the paper's size), trained as one chunk per
+    seed and as one chunk of every seed, in ``rounds`` alternating rounds: configuration-steps
+    per second of the step (two run lengths, set-up and checkpoints separated off), by the
+    timing thread's CPU time (wall clock in brackets), with the load average. Each round
+    checks that the two give the same bits."""
+    steps = (6, 18) if quick else (20, 60)
+    pts = grid(289)[:: 289 // per_seed][:per_seed]
+
+    def values(seeds: tuple[int, ...], n_steps: int) -> list[dict[str, Any]]:
+        return [TwoLayer.resolve("train", {**PAPER, **p, "seed": seed, "steps": n_steps,
+                                           "checkpoints": [0, n_steps],
+                                           "implementation": "torch", "device": "cpu"})
+                for seed in seeds for p in pts]
+
+    def timed(chunks: list[tuple[int, ...]], n_steps: int) -> tuple[float, float, list[Any]]:
+        batches = [Batch.from_points(TwoLayer, values(c, n_steps)) for c in chunks]
+        wall, cpu = time.perf_counter(), time.thread_time()
+        out = [TwoLayer().train(b) for b in batches]
+        return time.perf_counter() - wall, time.thread_time() - cpu, out
+
+    layouts = {"one chunk per seed": [(s,) for s in SEEDS], "one chunk of every seed": [SEEDS]}
+    B = len(SEEDS) * per_seed
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} cores); "
+          f"two-layer torch on the CPU, one thread, float64, d = 100, h = 50, n = 1000, "
+          f"{len(SEEDS)} seeds x {per_seed} configurations = {B}; steps {steps[0]} and "
+          f"{steps[1]}; configuration-steps/s of CPU time (of the wall clock)")
+    with threadpool_limits(1):
+        timed(layouts["one chunk of every seed"], 2)  # warm-up: the exactness checks
+        timed(layouts["one chunk per seed"], 2)
+        seen: dict[str, list[float]] = {label: [] for label in layouts}
+        for r in range(rounds):
+            row, results = [], {}
+            for label, chunks in layouts.items():
+                w1, c1, _ = timed(chunks, steps[0])
+                w2, c2, out = timed(chunks, steps[1])
+                rate_cpu = B * (steps[1] - steps[0]) / max(c2 - c1, 1e-9)
+                rate_wall = B * (steps[1] - steps[0]) / max(w2 - w1, 1e-9)
+                seen[label].append(rate_cpu)
+                results[label] = out
+                row.append(f"{label} {rate_cpu:,.0f} ({rate_wall:,.0f})")
+            per, every = results["one chunk per seed"], results["one chunk of every seed"][0]
+            same = all(
+                every[name].values[k * per_seed:(k + 1) * per_seed].tobytes()
+                == per[k][name].values.tobytes()
+                for k in range(len(SEEDS)) for name in per[k].data_vars)
+            print(f"round {r + 1}: " + ", ".join(row)
+                  + f"; same bits: {same}  (load {os.getloadavg()[0]:.2f})")
+    med = {label: float(np.median(v)) for label, v in seen.items()}
+    a, b = med["one chunk per seed"], med["one chunk of every seed"]
+    print(f"median: one chunk per seed {a:,.0f}, one chunk of every seed {b:,.0f} "
+          f"configuration-steps/s; every seed / per seed {b / a:.3f}x")
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 STEP_CHILD = r"""

@@ -101,7 +101,11 @@ class Implementation:
     a GPU, where the reductions round differently from the CPU's and no bit is promised;
     ``batching`` is :data:`BITWISE` on the CPU for every implementation here, and on a GPU
     ``gpu_batching`` (:data:`BATCH_DEPENDENT`: a batch is one computation whose reductions
-    round with the batch's shape).
+    round with the batch's shape). ``batchable`` names the parameters, non-batchable in the
+    family, that this implementation batches over besides the family's batchable ones (the
+    configurations of one batch may differ in them: two-layer's torch rows train several
+    seeds' data sets in one batch); the engine's chunks group by the remaining non-batchable
+    values only (:meth:`richlazy_cli.models.base.Model.batchable_names`, docs/engine.md).
     """
 
     name: str
@@ -117,6 +121,7 @@ class Implementation:
     gpu_tolerance: float = 1e-9
     batching: str = BITWISE
     gpu_batching: str = BATCH_DEPENDENT
+    batchable: tuple[str, ...] = ()
 
     @property
     def on_devices(self) -> bool:

@@ -58,12 +58,14 @@ def resolved(cls: type[Model], action: str) -> list[dict[str, Any]]:
 
 
 def batchable_groups(cls: type[Model], points: list[dict[str, Any]]) -> list[list[int]]:
-    """Indices of ``points`` grouped as the engine batches them: equal non-batchable values."""
-    fixed = [p.name for p in cls.params if not p.batchable]
+    """Indices of ``points`` grouped as the engine batches them: equal non-batchable values
+    (of their implementation, :meth:`Model.batchable_names`)."""
     groups: list[list[int]] = []
     for i, point in enumerate(points):
         for group in groups:
-            if all(values_equal(points[group[0]][k], point[k]) for k in fixed):
+            loose = cls.batchable_names(points[group[0]])
+            if all(values_equal(points[group[0]][k], point[k]) for k in point
+                   if k not in loose):
                 group.append(i)
                 break
         else:

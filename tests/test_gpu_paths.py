@@ -141,6 +141,110 @@ def test_a_failing_compilation_falls_back_to_the_eager_step_in_one_line(
         assert item.values.tobytes() == got[name].values.tobytes(), name
 
 
+# -- several seeds in one torch batch -----------------------------------------------------------
+SEEDED = [dict(tau=0.3, delta=-0.5, seed=2), dict(tau=1.0, delta=0.5, seed=0),
+          dict(tau=0.05, delta=0.0, lr=2.0, seed=0), dict(tau=1.5, delta=0.0, leak=0.1, seed=1),
+          dict(tau=0.7, delta=0.2, seed=2), dict(tau=1.2, delta=-0.3, seed=1)]
+"""Six configurations of three seeds, interleaved; the third diverges (lr/τ² = 800)."""
+
+
+def seeded_batch(implementation: str, points: list[dict[str, Any]], dtype: str = "float64",
+                 **common: Any) -> xr.Dataset:
+    values = [tl.TwoLayer.resolve("train", {**COMPILED_BASE, **p, "dtype": dtype,
+                                            "implementation": implementation, **common})
+              for p in points]
+    return tl.TwoLayer().train(Batch.from_points(tl.TwoLayer, values))
+
+
+def assert_same_configuration(got: xr.Dataset, i: int, want: xr.Dataset, k: int) -> None:
+    for name, item in want.data_vars.items():
+        assert got[name].values[i].tobytes() == item.values[k].tobytes(), name
+
+
+@pytest.mark.parametrize("implementation, dtype", [("torch", "float64"), ("torch", "float32"),
+                                                   ("torch-compiled", "float64")])
+def test_a_batch_of_several_seeds_equals_each_seeds_own_batch_bit_for_bit(
+        implementation: str, dtype: str) -> None:
+    """On the CPU the torch rows are bitwise across batching, seeds included: each
+    configuration of a batch of three seeds (interleaved) has the bits it has in its own
+    seed's batch and alone (every variable: metrics, geometry, the seed's teacher); the
+    diverging configuration is frozen (status 1) and the others, of its seed and the other
+    seeds, have the bits they have in the same batch without it."""
+    together = seeded_batch(implementation, SEEDED, dtype, save_params=True)
+    assert together.status.values.tolist() == [0, 0, 1, 0, 0, 0]
+    for seed in (0, 1, 2):
+        mine = [i for i, p in enumerate(SEEDED) if p["seed"] == seed]
+        own = seeded_batch(implementation, [SEEDED[i] for i in mine], dtype, save_params=True)
+        for k, i in enumerate(mine):
+            assert_same_configuration(together, i, own, k)
+    assert_same_configuration(together, 0, seeded_batch(implementation, SEEDED[:1], dtype,
+                                                        save_params=True), 0)
+    calm = [p for i, p in enumerate(SEEDED) if i != 2]
+    without = seeded_batch(implementation, calm, dtype, save_params=True)
+    for k, i in enumerate(i for i in range(len(SEEDED)) if i != 2):
+        assert_same_configuration(together, i, without, k)
+        assert np.isfinite(together.train_loss.values[i]).all()
+    assert np.isnan(together.train_loss.values[2][-1])
+    tw = together.teacher_W.values
+    assert np.array_equal(tw[1], tw[2]) and not np.array_equal(tw[0], tw[1])
+
+
+def test_several_seeds_match_the_numpy_reference_within_the_torch_tolerance() -> None:
+    """The batch of three seeds against the reference (numba), configuration by
+    configuration: within the torch rows' 1e-10 of each variable's scale."""
+    together = seeded_batch("torch", SEEDED)
+    for i, p in enumerate(SEEDED):
+        want = seeded_batch("numba", [p])
+        for name, item in want.data_vars.items():
+            a, b = together[name].values[i], item.values[0]
+            if item.dtype.kind != "f":
+                assert np.array_equal(a, b), name
+                continue
+            assert np.array_equal(np.isnan(a), np.isnan(b)), name
+            scale = float(np.nanmax(np.abs(b))) if np.isfinite(b).any() else 1.0
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * scale, err_msg=name)
+
+
+@pytest.mark.parametrize("implementation, whole, equal", [
+    ("torch", False, True), ("torch-compiled", True, True), ("torch-compiled", True, False)],
+    ids=["eager-grouped", "compiled-whole-grouped", "compiled-whole-blocks"])
+def test_the_gpus_products_over_several_seeds_agree_with_each_seeds_batch(
+        implementation: str, whole: bool, equal: bool, monkeypatch: Any) -> None:
+    """The products a GPU takes over several seeds, run on the CPU: blocks of equal size as
+    one grouped product (S, b·h, d) @ (S, d, n) (eager, and inside the compiled whole step),
+    and unequal blocks one product each inside the compiled whole step: within the torch
+    rows' 1e-10 of each seed's own batch on the CPU's exact path over 150 steps (measured:
+    the same bits eager, 7e-15 compiled), the diverging configuration frozen at the same
+    step."""
+    init = tb.CompiledStep.__init__
+    if whole:
+        monkeypatch.setattr(tb.CompiledStep, "__init__", lambda self, *a, **k: init(
+            self, *a, **{**k, "whole": True}))
+    of = tb.Blocks.of
+    made: list[Any] = []
+    monkeypatch.setattr(tb.Blocks, "of", staticmethod(
+        lambda group, B, grouped=False: made.append(of(group, B, True)) or made[-1]))
+    points = SEEDED if equal else [*SEEDED[:5], dict(tau=0.9, delta=0.1, seed=0)]
+    together = seeded_batch(implementation, points)
+    assert made[-1].grouped == equal and len(made[-1].bounds) == 3
+    monkeypatch.setattr(tb.Blocks, "of", of)
+    assert together.status.values.tolist()[2] == 1
+    for seed in (0, 1, 2):
+        mine = [i for i, p in enumerate(points) if p["seed"] == seed]
+        own = seeded_batch("torch", [points[i] for i in mine])
+        for k, i in enumerate(mine):
+            assert together.status.values[i] == own.status.values[k]
+            for name, item in own.data_vars.items():
+                a, b = together[name].values[i], item.values[k]
+                if item.dtype.kind != "f":
+                    assert np.array_equal(a, b), name
+                    continue
+                assert np.array_equal(np.isnan(a), np.isnan(b)), name
+                scale = float(np.nanmax(np.abs(b))) if np.isfinite(b).any() else 1.0
+                np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * scale,
+                                           err_msg=name)
+
+
 # -- chunks sized by the device's free memory -------------------------------------------------
 def test_device_free_bytes_reads_the_driver_on_a_gpu_and_nothing_on_the_cpu(monkeypatch: Any
                                                                             ) -> None:
@@ -187,10 +291,11 @@ def fake_gpu(monkeypatch: Any, free: float) -> None:
 
 def test_the_chunk_on_a_device_follows_its_free_memory(monkeypatch: Any,
                                                        declared_working: None) -> None:
-    """15 points per seed (chunks never mix seeds): a device with room for 4 configurations
-    (in the memory share) takes chunks of 4; one with room for the whole job takes each
-    seed's 15 in one chunk; without a device (or on the NumPy implementation) the chunks are
-    the CPU's, whatever the faked memory."""
+    """2 seeds of 15 points: the torch rows batch over seed, so a device with room for 4
+    configurations (in the memory share) takes chunks of 4 across the seeds, and one with
+    room for the whole job takes its 30 in one chunk; the NumPy implementation's chunks never
+    mix seeds, and are the CPU's whatever the faked memory; without a device the chunks are
+    the CPU's."""
     job = two_layer_job()
     values = job.values(0)
     per_point = tl.TwoLayer._working_bytes("train", values)
@@ -201,22 +306,63 @@ def test_the_chunk_on_a_device_follows_its_free_memory(monkeypatch: Any,
     room = (4.5 * (per_point + output + 9)) / plan_module.DEVICE_MEMORY_SHARE
     fake_gpu(monkeypatch, room)
     small = plan_module.make_plan(job, RunOptions(jobs=1), None)
-    assert small.chunk_size == 4 and [c.size for c in small.chunks] == [4, 4, 4, 3] * 2
+    assert small.chunk_size == 4 and [c.size for c in small.chunks] == [4] * 7 + [2]
+    seeds = [{job.values(int(i))["seed"] for i in c} for c in small.chunks]
+    assert {0, 1} in seeds
     fake_gpu(monkeypatch, 1e12)
     large = plan_module.make_plan(job, RunOptions(jobs=1), None)
-    assert large.chunk_size == 30 and [c.size for c in large.chunks] == [15, 15]
+    assert large.chunk_size == 30 and [c.size for c in large.chunks] == [30]
     assert plan_module.make_plan(job, RunOptions(jobs=1, chunk_size=3), None).chunk_size == 3
     numpy_job = two_layer_job("numba")
-    assert plan_module.make_plan(numpy_job, RunOptions(jobs=1), None).chunk_size == 8
+    numpy_plan = plan_module.make_plan(numpy_job, RunOptions(jobs=1), None)
+    assert numpy_plan.chunk_size == 8 and [c.size for c in numpy_plan.chunks] == [8, 7] * 2
+    assert all(len({numpy_job.values(int(i))["seed"] for i in c}) == 1
+               for c in numpy_plan.chunks)
     monkeypatch.setattr(compute, "device_free_bytes", lambda device: None)
     assert plan_module.make_plan(job, RunOptions(jobs=1), None).chunk_size == 8
 
 
+def test_the_paper_fig1b_gpu_job_fits_one_chunk_on_a_139_gib_device(monkeypatch: Any,
+                                                                    declared_working: None
+                                                                    ) -> None:
+    """jobs/fig1b-gpu.toml at the paper's size (16 seeds x 289 (tau, delta) = 4,624
+    configurations), planned for one GPU with 139 GiB free (faked; on the CPU device so that
+    it validates here): the declared 21.8 MB per configuration in float64 (11.0 MB in
+    float32) lets 5,487 (10,826) configurations into 80% of the memory, so the whole job is
+    one chunk holding every seed; with 40 GiB free (3,115 fit in float32) the first chunk
+    still holds every seed. Computed from the declared bytes, not measured on a GPU."""
+    from richlazy_cli.engine.job import read_job_file
+
+    spec = read_job_file(ROOT / "jobs" / "fig1b-gpu.toml")
+    assert "chunk_size" not in spec.run  # the device's memory decides
+    fits = {}
+    for dtype in ("float64", "float32"):
+        job = Job.build("two-layer", "train", {**spec.params, "device": "cpu", "dtype": dtype},
+                        list(spec.grid.items()))
+        assert job.grid.size == 4624
+        values = job.values(0)
+        per_point = (float(tl.TwoLayer._working_bytes("train", values) or 0.0)
+                     + float(tl.TwoLayer.footprint("train", values).output_bytes or 0.0))
+        fits[dtype] = int(plan_module.DEVICE_MEMORY_SHARE * 139 * 2**30 // per_point)
+        fake_gpu(monkeypatch, 139 * 2**30)
+        plan = plan_module.make_plan(job, RunOptions(jobs=1), None)
+        assert [c.size for c in plan.chunks] == [4624], dtype
+        seeds = {job.values(int(i))["seed"] for i in plan.chunks[0][::17]}
+        assert seeds == set(range(100, 116))
+    assert fits == {"float64": 5487, "float32": 10826}
+    fake_gpu(monkeypatch, 40 * 2**30)
+    plan = plan_module.make_plan(job, RunOptions(jobs=1), None)  # float32
+    assert [c.size for c in plan.chunks] == [3115, 1509]
+    assert {job.values(int(i))["seed"] for i in plan.chunks[0][::17]} == set(range(100, 116))
+
+
 def test_a_jobs_results_do_not_depend_on_the_device_chunk(tmp_path: Path, monkeypatch: Any,
                                                           declared_working: None) -> None:
-    """The same job with the CPU's chunks, a small device's and a large device's: every
-    variable bit for bit the same (the torch implementation on the CPU is bitwise across
-    batching; on a GPU the promise is its declared tolerance, batch-dependent)."""
+    """The same job with the CPU's chunks (8 across both seeds), a small device's (3) and a
+    large device's (the whole job, both seeds in one chunk), and each seed as a job of its
+    own (its 15 points in one chunk): every variable bit for bit the same (the torch
+    implementation on the CPU is bitwise across batching, seeds included; on a GPU the
+    promise is its declared tolerance, batch-dependent)."""
     values = two_layer_job().values(0)
     per_point = float(tl.TwoLayer._working_bytes("train", values) or 0.0)
     results = {}
@@ -228,8 +374,8 @@ def test_a_jobs_results_do_not_depend_on_the_device_chunk(tmp_path: Path, monkey
         assert outcome.plan is not None
         results[label] = ([c.size for c in outcome.plan.chunks],
                           xr.load_dataset(tmp_path / f"{label}.h5"))
-    assert results["cpu"][0] == [8, 7] * 2 and results["small"][0] == [3] * 10
-    assert results["large"][0] == [15, 15]
+    assert results["cpu"][0] == [8, 8, 8, 6] and results["small"][0] == [3] * 10
+    assert results["large"][0] == [30]
     want = results["cpu"][1]
     for label in ("small", "large"):
         got = results[label][1]
@@ -237,34 +383,53 @@ def test_a_jobs_results_do_not_depend_on_the_device_chunk(tmp_path: Path, monkey
             if name == "elapsed":
                 continue
             assert item.values.tobytes() == got[name].values.tobytes(), (label, name)
+    for seed in (0, 1):
+        job = Job.build("two-layer", "train", {**SMALL, "implementation": "torch"},
+                        [*GRID[:2], ("seed", str(seed))])
+        execute(job, tmp_path / f"seed{seed}.h5", RunOptions(jobs=1, quiet=True), ["test"])
+        alone = xr.load_dataset(tmp_path / f"seed{seed}.h5")
+        mixed = want.sel(seed=seed)
+        for name, item in alone.data_vars.items():
+            if name == "elapsed":
+                continue
+            assert item.values.tobytes() == mixed[name].values.tobytes(), (seed, name)
 
 
-def held_by_a_batch(B: int, n: int, n_test: int, d: int, h: int) -> int:
-    """Bytes of the tensors a two-layer torch batch of ``B`` holds while it trains: the step's
-    buffers, the checkpoint metrics' initial features and data, the parameters."""
+def held_by_a_batch(B: int, n: int, n_test: int, d: int, h: int, seeds: int = 1) -> int:
+    """Bytes of the tensors a two-layer torch batch of ``B`` configurations over ``seeds``
+    data sets holds while it trains: the step's buffers, the checkpoint metrics' initial
+    features and each data set's data, the parameters."""
     g = np.random.default_rng(0)
-    run = tb.TorchRun(g.standard_normal((n, d)), g.standard_normal(n),
-                      g.standard_normal((n_test, d)), g.standard_normal(n_test),
+    S = seeds
+    group = np.repeat(np.arange(S), -(-B // S))[:B] if S > 1 else None
+    shape = (lambda *s: (S, *s)) if S > 1 else (lambda *s: s)
+    run = tb.TorchRun(g.standard_normal(shape(n, d)), g.standard_normal(shape(n)),
+                      g.standard_normal(shape(n_test, d)), g.standard_normal(shape(n_test)),
                       g.standard_normal((B, h, d)), g.standard_normal((B, h)),
                       np.zeros(B), np.full(B, 1e-3), 2, np.array([0, 2]), 1e6, "float64",
-                      "cpu")
+                      "cpu", group=group)
     t_ = lambda x: torch.as_tensor(np.ascontiguousarray(x))  # noqa: E731
+    Xs, ys, _, _ = run.data_sets()
+    blocks = tb.Blocks.of(group, B)
     with torch.no_grad():
-        X = t_(run.X)
+        X = t_(Xs)
         metrics = tb._CheckpointMetrics(torch, run, X, torch.float64, torch.device("cpu"),
-                                        lambda A, Bm: tb.batched_matmul(torch, A, Bm))
+                                        lambda A, Bm: tb.batched_matmul(torch, A, Bm), blocks)
         W, a = t_(run.W0), t_(run.a0)
         metrics.initial(W, a)
-        step = tb.FusedStep(torch, W, a, X, t_(run.X.T), t_(run.y),
-                            t_(run.leak)[:, None, None], t_(run.coef))
+        y = t_(ys[0]) if S == 1 else t_(ys[group])
+        step = tb.FusedStep(torch, W, a, X, t_(Xs.transpose(0, 2, 1)), y,
+                            t_(run.leak)[:, None, None], t_(run.coef), blocks)
     tensors = [*vars(step).values(), *vars(metrics).values(), W, a]
+    tensors += [t for v in vars(metrics).values() if isinstance(v, list) for t in v]
     return sum(v.numel() * v.element_size() for v in tensors if isinstance(v, torch.Tensor))
 
 
 def test_two_layer_declares_the_torch_buffers_it_allocates() -> None:
     """The declared working memory of one configuration covers the tensors a batch of one
     holds while it trains (counted from the objects themselves) and is less than twice them;
-    what each further configuration of a batch adds is covered too."""
+    what each further configuration of a batch adds is covered too, and so is a batch of 4
+    configurations over 4 seeds' data sets (each its own data) or over 2."""
     sizes = dict(n=200, n_test=300, d=20, h=10)
     values = tl.TwoLayer.resolve("train", {**SMALL, **sizes, "implementation": "torch"})
     declared = tl.TwoLayer._working_bytes("train", values)
@@ -272,8 +437,8 @@ def test_two_layer_declares_the_torch_buffers_it_allocates() -> None:
     one, four = held_by_a_batch(1, **sizes), held_by_a_batch(4, **sizes)
     assert one <= declared < 2 * one
     assert four <= 4 * declared
-
-
+    assert held_by_a_batch(4, **sizes, seeds=2) <= held_by_a_batch(4, **sizes, seeds=4)
+    assert held_by_a_batch(4, **sizes, seeds=4) <= 4 * declared
 # -- grokking: stacked against one at a time -------------------------------------------------
 GROK = dict(p=11, d_model=16, n_heads=2, steps=60, eval_every=10, batch=16)
 CURVES = ("train_acc", "val_acc", "train_loss", "val_loss")

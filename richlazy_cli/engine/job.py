@@ -356,8 +356,10 @@ class Job:
     def chunks(self, indices: np.ndarray, chunk_size: int) -> Iterator[np.ndarray]:
         """Cut ``indices`` into chunks of at most ``chunk_size`` batch-compatible points.
 
-        Points share a chunk only when they agree on every non-batchable grid parameter; the
-        groups come in the order of their first point in ``indices``, each in that order.
+        Points share a chunk only when they agree on every non-batchable grid parameter (of
+        their implementation: a parameter that it batches over besides the family's,
+        ``Implementation.batchable``, does not split chunks); the groups come in the order of
+        their first point in ``indices``, each in that order.
         """
         fixed = [k for k, d in enumerate(self.grid.dims) if not self.model.param(d.name).batchable]
         indices = np.asarray(indices, dtype=np.int64)
@@ -365,7 +367,7 @@ class Job:
             for start in range(0, indices.size, chunk_size):
                 yield indices[start : start + chunk_size]
             return
-        index = np.unravel_index(indices, self.grid.shape)
+        index = self._chunk_positions(fixed, indices)
         key = np.ravel_multi_index([index[k] for k in fixed], [self.grid.shape[k] for k in fixed])
         _, first, group = np.unique(key, return_index=True, return_inverse=True)
         rank = np.empty(first.size, dtype=np.int64)
@@ -376,6 +378,34 @@ class Job:
         for members in np.split(grouped, bounds):
             for start in range(0, members.size, chunk_size):
                 yield members[start : start + chunk_size]
+
+    def _chunk_positions(self, fixed: list[int], indices: np.ndarray) -> dict[int, np.ndarray]:
+        """The positions of ``indices`` along the ``fixed`` grid dimensions that decide their
+        chunk: each dimension's own, except along a dimension that a point's implementation
+        batches over (``Implementation.batchable``), where it is 0, so that such points share
+        a chunk whatever their value there. The implementation is read once per combination
+        of the other fixed dimensions (it is chosen by non-batchable values, never by the
+        dimensions it batches over)."""
+        index = np.unravel_index(indices, self.grid.shape)
+        out = {k: index[k] for k in fixed}
+        extra = {name for impl in self.model.implementations for name in impl.batchable}
+        loose = [k for k in fixed if self.grid.dims[k].name in extra]
+        if not loose:
+            return out
+        rest = [k for k in fixed if k not in loose]
+        shape = self.grid.shape
+        cases = (np.ravel_multi_index([index[k] for k in rest], [shape[k] for k in rest])
+                 if rest else np.zeros(indices.size, dtype=np.int64))
+        _, first, case = np.unique(cases, return_index=True, return_inverse=True)
+        for k in loose:
+            out[k] = out[k].copy()
+        for c, at in enumerate(first.tolist()):
+            names = self.model.batchable_names(self.values(int(indices[at])), self.action)
+            members = case.reshape(-1) == c
+            for k in loose:
+                if self.grid.dims[k].name in names:
+                    out[k][members] = 0
+        return out
 
 
 def prepared_cases(model: type[Model], action: str, base: dict[str, Any], grid: Grid

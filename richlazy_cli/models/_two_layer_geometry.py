@@ -111,7 +111,8 @@ class GeometryRecorder:
     :meth:`record` with each configuration's float64 ``W`` (h, d), ``a`` (h,) at checkpoint
     ``j``, then :meth:`variables` for the dataset's variables.
 
-    ``teacher`` is ``(teacher_w, teacher_a)`` or None (no teacher: data not from a teacher);
+    ``teacher`` is ``(teacher_w, teacher_a)`` (one teacher (k, d), (k,) for the batch, or
+    each configuration's, (B, k, d), (B, k)) or None (no teacher: data not from a teacher);
     partition outputs are recorded when ``d = 2``, the surface and parity with
     ``save_surface``.
     """
@@ -122,7 +123,9 @@ class GeometryRecorder:
         self.W0 = np.asarray(W0, dtype=np.float64)
         self.a0 = np.asarray(a0, dtype=np.float64)
         self.leak = np.asarray(leak, dtype=np.float64)
-        self.teacher = teacher
+        self.teacher = None if teacher is None else (
+            np.broadcast_to(teacher[0], (B, *np.shape(teacher[0])[-2:])),
+            np.broadcast_to(teacher[1], (B, np.shape(teacher[1])[-1])))
         self.planar = d == 2
         self.save_surface = save_surface and self.planar
         self.phi, self.U = circle_grid()
@@ -141,7 +144,8 @@ class GeometryRecorder:
         o["direction_change"][i, j] = direction_change(W, a, self.W0[i])
         o["preconditioner_drift"][i, j] = preconditioner_drift(W, a, self.W0[i], self.a0[i])
         if self.teacher is not None:
-            o["teacher_alignment"][i, j] = teacher_alignment(W, a, *self.teacher)
+            o["teacher_alignment"][i, j] = teacher_alignment(W, a, self.teacher[0][i],
+                                                             self.teacher[1][i])
         if self.planar:
             part = partition(W, a, self.W0[i], float(self.leak[i]), self.U)
             for name in ("partition_change", "n_regions", "output_sup"):
@@ -176,14 +180,10 @@ class GeometryRecorder:
         data: dict[str, object] = {name: var(P, o[name], *text[name]) for name in o}
         coords: dict[str, object] = {}
         if self.teacher is not None:
-            B = self.W0.shape[0]
             tw, ta = self.teacher
-            data["teacher_W"] = var(("point", "teacher", "dim"),
-                                    np.broadcast_to(tw, (B, *tw.shape)).copy(),
+            data["teacher_W"] = var(("point", "teacher", "dim"), tw.copy(),
                                     "teacher first-layer weights w*_j (unit rows)")
-            data["teacher_a"] = var(("point", "teacher"),
-                                    np.broadcast_to(ta, (B, ta.size)).copy(),
-                                    "teacher readouts a*_j")
+            data["teacher_a"] = var(("point", "teacher"), ta.copy(), "teacher readouts a*_j")
         if self.save_surface:
             data["surface"] = var(("point", "step", "angle"), self.surface,
                                   "network output f(cos phi, sin phi) on the circle")

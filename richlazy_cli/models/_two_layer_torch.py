@@ -39,6 +39,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -96,6 +97,62 @@ def batched_matmul_out(torch: Any, A: Any, Bm: Any, out: Any) -> Any:
     return out
 
 
+@dataclass(frozen=True)
+class Blocks:
+    """The configurations of a batch by data set: block ``k`` is the batch positions
+    ``bounds[k] = (start, stop)``, which train on data set ``k`` (one seed's training inputs,
+    targets, test set and base initialisation). A batch of one seed is one block.
+
+    A product with a data set's shared operand (``W Xᵀ``, ``E X``) is one batched product per
+    block, the call a batch of that seed alone makes, so that on the CPU a configuration gets
+    the bits it gets in its own seed's batch (:func:`batched_matmul`'s rule). With
+    ``grouped`` (off the CPU, blocks of equal size), the blocks' products are one grouped
+    product instead, ``(S, b·h, d) @ (S, d, n)``: one launch for the whole batch.
+    """
+
+    bounds: tuple[tuple[int, int], ...]
+    grouped: bool = False
+
+    @classmethod
+    def of(cls, group: np.ndarray | None, B: int, grouped: bool = False) -> Blocks:
+        """The blocks of the data-set index ``group`` (B,), non-decreasing (None: one block);
+        ``grouped`` only where the blocks are of equal size."""
+        if group is None or B == 0:
+            return cls(((0, B),))
+        group = np.asarray(group, dtype=np.int64)
+        if np.any(np.diff(group) < 0) or group[0] != 0 or np.any(np.diff(group) > 1):
+            raise ValueError("the configurations of a data set must be contiguous, in order")
+        cuts = [0, *(np.flatnonzero(np.diff(group)) + 1).tolist(), B]
+        bounds = tuple(pairwise(cuts))
+        equal = len({s1 - s0 for s0, s1 in bounds}) == 1
+        return cls(bounds, grouped and equal and len(bounds) > 1)
+
+
+def block_matmul(torch: Any, A: Any, Bs: Any, bounds: tuple[tuple[int, int], ...],
+                 grouped: bool) -> Any:
+    """``A_b @ Bs[k]`` for every configuration ``b`` of block ``k`` (:class:`Blocks`), as
+    plain torch operations (traced by ``torch.compile`` with the blocks as constants)."""
+    if len(bounds) == 1:
+        return torch.matmul(A, Bs[0])
+    if grouped:
+        S = len(bounds)
+        return torch.matmul(A.reshape(S, -1, A.shape[-1]), Bs).reshape(
+            A.shape[0], A.shape[1], Bs.shape[-1])
+    return torch.cat([torch.matmul(A[s0:s1], Bs[k]) for k, (s0, s1) in enumerate(bounds)])
+
+
+def block_matmul_out(torch: Any, A: Any, Bs: Any, blocks: Blocks, out: Any) -> Any:
+    """:func:`block_matmul` into the preallocated ``out``: each block's product on
+    :func:`batched_matmul_out`'s exactness rule, or the grouped product."""
+    if blocks.grouped:
+        S = len(blocks.bounds)
+        torch.matmul(A.view(S, -1, A.shape[-1]), Bs, out=out.view(S, -1, out.shape[-1]))
+        return out
+    for k, (s0, s1) in enumerate(blocks.bounds):
+        batched_matmul_out(torch, A[s0:s1], Bs[k], out[s0:s1])
+    return out
+
+
 class FusedStep:
     """One gradient-descent step of the whole batch in preallocated device buffers.
 
@@ -114,11 +171,18 @@ class FusedStep:
 
     Every operation is elementwise or a per-configuration product, so a configuration's bits
     do not depend on its neighbours (the batched products follow :func:`batched_matmul`).
+
+    The data: ``X`` (n, d) and ``Xᵀ`` of one seed, ``y`` (n,); or, for a batch of several
+    seeds' data sets (``blocks``, :class:`Blocks`), ``X`` (S, n, d) and ``Xᵀ`` (S, d, n)
+    stacked by data set and ``y`` (B, n), each configuration's targets.
     """
 
     def __init__(self, torch: Any, W: Any, a: Any, X: Any, XT: Any, y: Any, leak: Any,
-                 coef: Any) -> None:
+                 coef: Any, blocks: Blocks | None = None) -> None:
         self.torch = torch
+        if X.dim() == 2:
+            X, XT = X[None], XT[None]
+        self.blocks = blocks if blocks is not None else Blocks(((0, W.shape[0]),))
         self.W, self.a, self.X, self.XT, self.y, self.leak, self.coef = \
             W.clone(), a.clone(), X, XT, y, leak, coef
         self.allocate()
@@ -127,7 +191,7 @@ class FusedStep:
         """The step's buffers, for the shapes of the parameters and data."""
         torch, W = self.torch, self.W
         B, h, _ = W.shape
-        n = self.X.shape[0]
+        n = self.X.shape[-2]
         self.Z = W.new_empty((B, h, n))
         self.Dp = torch.empty_like(self.Z)
         self.A = torch.empty_like(self.Z)
@@ -142,7 +206,7 @@ class FusedStep:
     def forward(self) -> Any:
         """The residual ``r`` (B, n) at the current parameters (a view of a buffer)."""
         torch = self.torch
-        batched_matmul_out(torch, self.W, self.XT, self.Z)
+        block_matmul_out(torch, self.W, self.XT, self.blocks, self.Z)
         torch.ge(self.Z, 0, out=self.pos)
         torch.where(self.pos, self.one, self.leak, out=self.Dp)
         torch.mul(self.Z, self.Dp, out=self.A)
@@ -156,7 +220,7 @@ class FusedStep:
         torch = self.torch
         r = self.f[:, 0, :]
         torch.mul(self.Dp, r[:, None, :], out=self.E)
-        batched_matmul_out(torch, self.E, self.X, self.xi)
+        block_matmul_out(torch, self.E, self.X, self.blocks, self.xi)
         torch.sum(self.W * self.xi, dim=2, out=self.ga)
         kappa = torch.where(active, self.coef, torch.zeros_like(self.coef))[:, None]
         torch.mul(kappa, self.a, out=self.ca)
@@ -175,23 +239,26 @@ def compiled_functions(torch: Any, whole: bool, mode: str | None) -> tuple[Any, 
     """The step's two compiled functions, made once per process (``torch.compile`` keeps
     one compiled graph per shape; a new batch shape recompiles, about a second).
 
-    ``whole``: ``forward(W, a, XT, y, leak, one) → (Z, σ'(Z), A, r)`` and
-    ``update(W, a, Dp, r, X, coef, active) → (W', a')``, the matrix products inside (one graph
+    ``whole``: ``forward(W, a, XT, y, leak, one, bounds, grouped) → (Z, σ'(Z), A, r)`` and
+    ``update(W, a, Dp, r, X, coef, active, bounds, grouped) → (W', a')``, the matrix products
+    inside (:func:`block_matmul` over the data sets' blocks, constants of the graph; one graph
     each, which CUDA graphs replay with ``mode = "reduce-overhead"``). Otherwise the
     elementwise parts alone: ``forward(Z, leak, one) → (σ'(Z), A)`` (three passes over the
     (B, h, n) activations in one) and ``update(W, a, xi, coef, active) → (W', a')``."""
     key = (whole, mode)
     if key not in _compiled:
-        def forward_whole(W: Any, a: Any, XT: Any, y: Any, leak: Any, one: Any) -> Any:
-            Z = torch.matmul(W, XT)
+        def forward_whole(W: Any, a: Any, XT: Any, y: Any, leak: Any, one: Any,
+                          bounds: tuple[tuple[int, int], ...], grouped: bool) -> Any:
+            Z = block_matmul(torch, W, XT, bounds, grouped)
             Dp = torch.where(Z >= 0, one, leak)
             A = Z * Dp
             r = torch.matmul(a[:, None, :], A)[:, 0, :] - y
             return Z, Dp, A, r
 
-        def update_whole(W: Any, a: Any, Dp: Any, r: Any, X: Any, coef: Any, active: Any
-                         ) -> Any:
-            return update_parts(W, a, torch.matmul(Dp * r[:, None, :], X), coef, active)
+        def update_whole(W: Any, a: Any, Dp: Any, r: Any, X: Any, coef: Any, active: Any,
+                         bounds: tuple[tuple[int, int], ...], grouped: bool) -> Any:
+            xi = block_matmul(torch, Dp * r[:, None, :], X, bounds, grouped)
+            return update_parts(W, a, xi, coef, active)
 
         def forward_parts(Z: Any, leak: Any, one: Any) -> Any:
             Dp = torch.where(Z >= 0, one, leak)
@@ -224,8 +291,9 @@ class CompiledStep(FusedStep):
     """
 
     def __init__(self, torch: Any, W: Any, a: Any, X: Any, XT: Any, y: Any, leak: Any,
-                 coef: Any, whole: bool | None = None, mode: str | None = None) -> None:
-        super().__init__(torch, W, a, X, XT, y, leak, coef)
+                 coef: Any, blocks: Blocks | None = None, whole: bool | None = None,
+                 mode: str | None = None) -> None:
+        super().__init__(torch, W, a, X, XT, y, leak, coef, blocks)
         on_gpu = W.device.type == "cuda"
         self.whole = on_gpu if whole is None else whole
         self.mode = mode if mode is not None else ("reduce-overhead" if on_gpu else None)
@@ -270,10 +338,11 @@ class CompiledStep(FusedStep):
             if self.mode == "reduce-overhead":
                 torch.compiler.cudagraph_mark_step_begin()
             self.Z, self.Dp, self.A, r = self._forward(self.W, self.a, self.XT, self.y,
-                                                       self.leak, self.one)
+                                                       self.leak, self.one,
+                                                       self.blocks.bounds, self.blocks.grouped)
             self.f = r[:, None, :]
             return r
-        batched_matmul_out(torch, self.W, self.XT, self.Z)
+        block_matmul_out(torch, self.W, self.XT, self.blocks, self.Z)
         self.Dp, self.A = self._forward(self.Z, self.leak, self.one)
         batched_matmul_out(torch, self.a[:, None, :], self.A, self.f)
         r = self.f[:, 0, :]
@@ -283,25 +352,31 @@ class CompiledStep(FusedStep):
     def _compiled_update(self, active: Any) -> None:
         r = self.f[:, 0, :]
         if self.whole:
-            W, a = self._update(self.W, self.a, self.Dp, r, self.X, self.coef, active)
+            W, a = self._update(self.W, self.a, self.Dp, r, self.X, self.coef, active,
+                                self.blocks.bounds, self.blocks.grouped)
             if self.mode == "reduce-overhead":  # a graph's outputs are rewritten by its next
                 W, a = W.clone(), a.clone()  # replay, which reads them: own copies
             self.W, self.a = W, a
             return
         torch = self.torch
         torch.mul(self.Dp, r[:, None, :], out=self.E)
-        batched_matmul_out(torch, self.E, self.X, self.xi)
+        block_matmul_out(torch, self.E, self.X, self.blocks, self.xi)
         self.W, self.a = self._update(self.W, self.a, self.xi, self.coef, active)
 
 
 @dataclass
 class TorchRun:
-    """Inputs of one batch on the torch backend (NumPy arrays, float64 unless said)."""
+    """Inputs of one batch on the torch backend (NumPy arrays, float64 unless said).
 
-    X: np.ndarray  # (n, d)
-    y: np.ndarray  # (n,)
-    X_test: np.ndarray  # (n_test, d)
-    y_test: np.ndarray  # (n_test,)
+    The data are one seed's, ``X`` (n, d), ``y`` (n,), ``X_test`` (n_test, d), ``y_test``
+    (n_test,), or ``S`` seeds' stacked, (S, n, d), (S, n), (S, n_test, d), (S, n_test), with
+    ``group`` (B,) the data set of each configuration, non-decreasing (the configurations of a
+    data set contiguous, :class:`Blocks`)."""
+
+    X: np.ndarray  # (n, d) or (S, n, d)
+    y: np.ndarray  # (n,) or (S, n)
+    X_test: np.ndarray  # (n_test, d) or (S, n_test, d)
+    y_test: np.ndarray  # (n_test,) or (S, n_test)
     W0: np.ndarray  # (B, h, d)
     a0: np.ndarray  # (B, h)
     leak: np.ndarray  # (B,)
@@ -317,6 +392,16 @@ class TorchRun:
     parameters ``W`` (r, h, d) and ``a`` (r, h), on the host (for further outputs)."""
     compiled: bool = False
     """Train with :class:`CompiledStep` (the ``torch-compiled`` implementation)."""
+    group: np.ndarray | None = None
+    """The data set of each configuration (B,), with stacked data; None: one data set."""
+    grouped: bool | None = None
+    """Multiply equal blocks as one grouped product (:class:`Blocks`); None: off the CPU."""
+
+    def data_sets(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``X``, ``y``, ``X_test``, ``y_test`` stacked by data set (a leading axis of S)."""
+        if self.X.ndim == 2:
+            return self.X[None], self.y[None], self.X_test[None], self.y_test[None]
+        return self.X, self.y, self.X_test, self.y_test
 
 
 def train(run: TorchRun, progress: Any = None) -> dict[str, np.ndarray]:
@@ -334,14 +419,19 @@ def _train(torch: Any, run: TorchRun, progress: Any, Status: Any) -> dict[str, n
     dt = torch.float64 if run.dtype == "float64" else torch.float32
     f64 = torch.float64
     B = run.W0.shape[0]
-    n = run.X.shape[0]
+    Xs, ys, _, _ = run.data_sets()
+    n = Xs.shape[1]
     ck = np.asarray(run.checkpoints, dtype=np.int64)
     n_ck = ck.size
+    grouped = dev.type != "cpu" if run.grouped is None else run.grouped
+    blocks = Blocks.of(run.group, B, grouped)
 
     def t_(x: np.ndarray, dtype: Any = dt) -> Any:
         return torch.as_tensor(np.ascontiguousarray(x)).to(device=dev, dtype=dtype)
 
-    X, XT, y = t_(run.X), t_(run.X.T), t_(run.y)
+    X, XT = t_(Xs), t_(Xs.transpose(0, 2, 1))
+    # one seed's targets broadcast over the batch; several seeds': each configuration's
+    y = t_(ys[0]) if len(blocks.bounds) == 1 else t_(ys[np.asarray(run.group)])
     W, a = t_(run.W0), t_(run.a0)
     leak = t_(run.leak)[:, None, None]
     coef = t_(run.coef)
@@ -349,7 +439,7 @@ def _train(torch: Any, run: TorchRun, progress: Any, Status: Any) -> dict[str, n
     def matmul(Ab: Any, Bm: Any) -> Any:
         return batched_matmul(torch, Ab, Bm)
 
-    metrics = _CheckpointMetrics(torch, run, X, dt, dev, matmul)
+    metrics = _CheckpointMetrics(torch, run, X, dt, dev, matmul, blocks)
     metrics.initial(W, a)
 
     active = torch.ones(B, dtype=torch.bool, device=dev)
@@ -359,7 +449,8 @@ def _train(torch: Any, run: TorchRun, progress: Any, Status: Any) -> dict[str, n
     loss0 = None
     next_ck = 0
     report_every = max(1, run.steps // 200)
-    step = (CompiledStep if run.compiled else FusedStep)(torch, W, a, X, XT, y, leak, coef)
+    step = (CompiledStep if run.compiled else FusedStep)(torch, W, a, X, XT, y, leak, coef,
+                                                         blocks=blocks)
     # Nothing below reads a device value back between checkpoints and progress reports, so
     # that the host queues steps ahead of a GPU.
     last = run.steps if (n_ck and ck[-1] == run.steps) else run.steps - 1
@@ -389,20 +480,30 @@ def _train(torch: Any, run: TorchRun, progress: Any, Status: Any) -> dict[str, n
 
 
 class _CheckpointMetrics:
-    """Checkpoint metrics on the device; the initial features kept for the kernel distance."""
+    """Checkpoint metrics on the device; the initial features kept for the kernel distance.
 
-    def __init__(self, torch: Any, run: TorchRun, X: Any, dt: Any, dev: Any, matmul: Any
-                 ) -> None:
+    Each data set's Gram matrix, test inputs and targets are kept once; the metrics of a
+    slice of configurations are computed with its data set's (a slice never crosses a
+    block of :class:`Blocks`), so a configuration's values are those of its own seed's batch.
+    """
+
+    def __init__(self, torch: Any, run: TorchRun, X: Any, dt: Any, dev: Any, matmul: Any,
+                 blocks: Blocks | None = None) -> None:
         self.torch = torch
         self.run = run
-        self.X = X
+        if X.dim() == 2:
+            X = X[None]
+        self.X = X  # (S, n, d)
         self.dt = dt
         self.dev = dev
         self.matmul = matmul
-        self.C = (X @ X.T)  # (n, n) Gram matrix of the inputs, training dtype
-        self.XtT = torch.as_tensor(np.ascontiguousarray(run.X_test.T)).to(dev, dt)
-        self.y_test = torch.as_tensor(run.y_test).to(dev, dt)
         B, h, d = run.W0.shape
+        self.blocks = blocks if blocks is not None else Blocks(((0, B),))
+        _, _, X_test, y_test = run.data_sets()
+        # per data set, as a batch of one seed computes them (the Gram matrix a 2-D product)
+        self.C = [X[k] @ X[k].T for k in range(X.shape[0])]  # (n, n), training dtype
+        self.XtT = [torch.as_tensor(np.ascontiguousarray(x.T)).to(dev, dt) for x in X_test]
+        self.y_test = [torch.as_tensor(y).to(dev, dt) for y in y_test]
         n_ck = len(run.checkpoints)
         self.out = {name: np.full((B, n_ck), np.nan) for name in
                     ("train_loss", "test_loss", "kernel_distance", "hamming_distance",
@@ -410,33 +511,46 @@ class _CheckpointMetrics:
         if run.save_params:
             self.W_hist = np.full((B, n_ck, h, d), np.nan)
             self.a_hist = np.full((B, n_ck, h), np.nan)
-        n = X.shape[0]
-        n_test = self.XtT.shape[1]
+        n = X.shape[1]
+        n_test = X_test.shape[1]
         itemsize = 8
         per_config = itemsize * max(3 * n * n, 2 * h * n_test)
         self.slice = max(1, min(B, _CHECKPOINT_BATCH_BYTES // max(per_config, 1)))
 
     def initial(self, W: Any, a: Any) -> None:
         torch = self.torch
-        Z = self.matmul(W, self.X.T.contiguous())
-        Dp = torch.where(Z >= 0, torch.ones((), dtype=self.dt, device=self.dev),
-                         torch.as_tensor(self.run.leak).to(self.dev, self.dt)[:, None, None])
-        self.A0 = (Z * Dp).transpose(1, 2).contiguous()  # (B, n, h)
-        self.G0 = (Dp * a[:, :, None]).transpose(1, 2).contiguous()  # (B, n, h)
-        self.sign0 = torch.sign(Z).to(torch.int8)
+        B, h, _ = W.shape
+        n = self.X.shape[1]
+        leak = torch.as_tensor(self.run.leak).to(self.dev, self.dt)[:, None, None]
+        one = torch.ones((), dtype=self.dt, device=self.dev)
+        self.A0 = W.new_empty((B, n, h))
+        self.G0 = W.new_empty((B, n, h))
+        self.sign0 = torch.empty((B, h, n), dtype=torch.int8, device=self.dev)
+        for k, (s0, s1) in enumerate(self.blocks.bounds):
+            Z = self.matmul(W[s0:s1], self.X[k].T.contiguous())
+            Dp = torch.where(Z >= 0, one, leak[s0:s1])
+            self.A0[s0:s1] = (Z * Dp).transpose(1, 2)
+            self.G0[s0:s1] = (Dp * a[s0:s1, :, None]).transpose(1, 2)
+            self.sign0[s0:s1] = torch.sign(Z).to(torch.int8)
         self.W0 = W.to(torch.float64)
         self.a0 = a.to(torch.float64)
-        self.norm0 = torch.empty(W.shape[0], dtype=torch.float64, device=self.dev)
-        for s in self._slices(W.shape[0]):
-            K0 = self._kernel(self.A0[s], self.G0[s])
+        self.norm0 = torch.empty(B, dtype=torch.float64, device=self.dev)
+        for k, s in self._slices(np.arange(B)):
+            K0 = self._kernel(k, self.A0[s], self.G0[s])
             self.norm0[s] = (K0 * K0).sum(dim=(1, 2))
 
-    def _slices(self, B: int) -> list[slice]:
-        return [slice(i, min(i + self.slice, B)) for i in range(0, B, self.slice)]
+    def _slices(self, rows: np.ndarray) -> list[tuple[int, slice]]:
+        """The sorted batch positions ``rows`` in slices of at most :attr:`slice`, each
+        within one block: (data set, slice of ``rows``)."""
+        out = []
+        for k, (s0, s1) in enumerate(self.blocks.bounds):
+            lo, hi = (int(i) for i in np.searchsorted(rows, [s0, s1]))
+            out += [(k, slice(i, min(i + self.slice, hi))) for i in range(lo, hi, self.slice)]
+        return out
 
-    def _kernel(self, A: Any, G: Any) -> Any:
-        """NTK (b, n, n) in float64 from features in the training dtype."""
-        K = self.matmul(A, A.transpose(1, 2)) + self.C * self.matmul(G, G.transpose(1, 2))
+    def _kernel(self, k: int, A: Any, G: Any) -> Any:
+        """NTK (b, n, n) in float64 from features in the training dtype, on data set ``k``."""
+        K = self.matmul(A, A.transpose(1, 2)) + self.C[k] * self.matmul(G, G.transpose(1, 2))
         return K.to(self.torch.float64)
 
     def record(self, j: int, active: Any, W: Any, a: Any, Z: Any, A: Any, Dp: Any,
@@ -445,6 +559,7 @@ class _CheckpointMetrics:
         idx = torch.nonzero(active).flatten()
         if idx.numel() == 0:
             return
+        rows = idx.cpu().numpy()
         n = Z.shape[2]
         f64 = torch.float64
         train_loss = (r64[idx] * r64[idx]).sum(dim=1) / n
@@ -458,18 +573,17 @@ class _CheckpointMetrics:
         At = A.transpose(1, 2)
         Gt = (Dp * a[:, :, None]).transpose(1, 2)
         leak = torch.as_tensor(self.run.leak).to(self.dev, self.dt)
-        for s in self._slices(idx.numel()):
+        for k, s in self._slices(rows):
             sel = idx[s]
-            Zt = self.matmul(W[sel], self.XtT)
+            Zt = self.matmul(W[sel], self.XtT[k])
             Zt = torch.maximum(Zt, leak[sel][:, None, None] * Zt)
-            rt = (self.matmul(a[sel][:, None, :], Zt)[:, 0, :] - self.y_test).to(f64)
+            rt = (self.matmul(a[sel][:, None, :], Zt)[:, 0, :] - self.y_test[k]).to(f64)
             test_loss[s] = (rt * rt).sum(dim=1) / rt.shape[1]
-            Kt = self._kernel(At[sel].contiguous(), Gt[sel].contiguous())
-            K0 = self._kernel(self.A0[sel], self.G0[sel])
+            Kt = self._kernel(k, At[sel].contiguous(), Gt[sel].contiguous())
+            K0 = self._kernel(k, self.A0[sel], self.G0[sel])
             inner = (K0 * Kt).sum(dim=(1, 2))
             normt = (Kt * Kt).sum(dim=(1, 2))
             kdist[s] = kernel_distance(inner, self.norm0[sel], normt)
-        rows = idx.cpu().numpy()
         for name, value in (("train_loss", train_loss), ("test_loss", test_loss),
                             ("kernel_distance", kdist), ("hamming_distance", hamming),
                             ("param_distance", pdist)):

@@ -83,11 +83,12 @@ class Batch:
 
     @classmethod
     def from_points(cls, model: type[Model], points: list[Mapping[str, Any]]) -> Batch:
-        """Stack validated parameter dicts that agree on every non-batchable parameter."""
+        """Stack validated parameter dicts that agree on every non-batchable parameter (of
+        their implementation: :meth:`Model.batchable_names`)."""
         if not points:
             raise ValueError("empty batch")
-        batchable = frozenset(p.name for p in model.params if p.batchable)
         first = points[0]
+        batchable = model.batchable_names(first)
         values: dict[str, Any] = {}
         for name, value in first.items():
             if name in batchable:
@@ -385,6 +386,20 @@ class Model:
             action = action or cls.actions[0]
             name = _choose(cls, action, dict(values))[0].name
         return next(impl for impl in cls.implementations if impl.name == name)
+
+    @classmethod
+    def batchable_names(cls, values: Mapping[str, Any], action: str | None = None
+                        ) -> frozenset[str]:
+        """The parameters in which the configurations of one batch like ``values`` (prepared)
+        may differ: the family's batchable parameters and those that ``values``'s
+        implementation batches over besides (``Implementation.batchable``; docs/engine.md,
+        "Batching over more on one implementation"). A point's implementation is chosen by
+        its non-batchable values, so the configurations of a batch share it."""
+        names = frozenset(p.name for p in cls.params if p.batchable)
+        if not any(impl.batchable for impl in cls.implementations):
+            return names
+        impl = cls.implementation(values, action)
+        return names | frozenset(impl.batchable) if impl is not None else names
 
     @classmethod
     def load_native(cls) -> None:

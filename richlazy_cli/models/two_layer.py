@@ -93,17 +93,21 @@ IMPLEMENTATIONS: tuple[Implementation, ...] = (
     Implementation("numba", "the reference: compiled loop, BLAS", ("train",), reference=True),
     Implementation("torch", "the whole batch as one computation, on a CPU or GPU", ("train",),
                    devices=("cpu", "cuda"), requires=("torch",), tolerance=1e-10,
-                   float32_tolerance=1e-5),
+                   float32_tolerance=1e-5, batchable=("seed",)),
     Implementation("torch-compiled", "the torch implementation with its step compiled by "
                    "torch.compile (CUDA graphs on a GPU); an eager step where compiling fails",
                    ("train",), devices=("cpu", "cuda"), requires=("torch",), tolerance=1e-10,
-                   float32_tolerance=1e-5),
+                   float32_tolerance=1e-5, batchable=("seed",)),
 )
 """Where two-layer trains (docs/two-layer.md, "The torch backend"). On the CPU the torch row
 is bitwise across batching: every batched product whose kernel would change an item's bits
 (a batch of one included) is computed one item at a time (:mod:`._two_layer_torch`); so is
 the compiled row, whose compiled passes are elementwise or reduce within one configuration
-(docs/performance.md, "The compiled step")."""
+(docs/performance.md, "The compiled step"). Both torch rows batch over ``seed`` besides
+(``batchable``): a batch holds several seeds' data sets, each seed's configurations
+multiplied with its own data (:class:`._two_layer_torch.Blocks`), so that a whole job of
+several seeds trains in one chunk on a GPU; a configuration's bits on the CPU are those of
+its own seed's batch."""
 TORCH_ROWS = ("torch", "torch-compiled")
 """The implementations that train with :mod:`._two_layer_torch`."""
 
@@ -259,8 +263,10 @@ class TwoLayer(Model):
         features ``A₀``, ``G₀`` and signs kept for the kernel and Hamming distances, a
         checkpoint's (h, n) temporaries (signs, masks, the current ``G``), the parameters'
         copies (``W``, ``a``, ``W₀``, ``a₀`` in float64, ``ξ``), and the data every
-        configuration of a seed shares, counted per configuration: ``X`` and ``Xᵀ``, the Gram
-        matrix ``XXᵀ`` and the test inputs. Not counted: the checkpoint metrics' scratch, a
+        configuration of a seed shares, counted per configuration (a batch of several seeds
+        holds each seed's once, at most one set per configuration): ``X`` and ``Xᵀ``, the Gram
+        matrix ``XXᵀ``, the test inputs and targets, and the configuration's own copy of its
+        targets that a batch of several seeds holds. Not counted: the checkpoint metrics' scratch, a
         slice of configurations bounded by one GiB of kernels whatever the batch, which the
         engine's headroom on a GPU covers (docs/performance.md, "Chunks on a GPU"). At the
         paper's size (d = 100, h = 50, n = 1000, n_test = 10⁴): 22 MB in float64, 11 MB in
@@ -272,7 +278,7 @@ class TwoLayer(Model):
         d, h, n, n_test = (int(values[k]) for k in ("d", "h", "n", "n_test"))
         activations = (4 + 2 + 3) * h * n * s + (1 + 1 + 2) * h * n
         params = 4 * h * (d + 1) * s + 2 * h * (d + 1) * 8 + 2 * n * 8
-        shared = (2 * n * d + n * n + (d + 1) * n_test + n) * s
+        shared = (2 * n * d + n * n + (d + 1) * n_test + 2 * n) * s
         return float(activations + params + shared)
 
     @classmethod
@@ -359,27 +365,63 @@ class TwoLayer(Model):
 
     def _train_torch(self, batch: Batch, progress: Progress | None) -> xr.Dataset:
         """The torch backend (:mod:`._two_layer_torch`): same problem, initialisation,
-        step rule, divergence test and metrics as the NumPy backend."""
+        step rule, divergence test and metrics as the NumPy backend. A batch of several
+        seeds trains as one, each seed's configurations on its own problem (teacher, data,
+        test set, base initialisation), ordered by seed on the device and given back in the
+        batch's order."""
+        seeds = batch.column("seed").astype(np.int64)
+        order = np.argsort(seeds, kind="stable")
+        if np.array_equal(order, np.arange(batch.size)):
+            return self._train_torch_sorted(batch, seeds, progress)
+        ds = self._train_torch_sorted(_reordered(batch, order), seeds[order], progress)
+        return ds.isel(point=np.argsort(order))
+
+    def _train_torch_sorted(self, batch: Batch, seeds: np.ndarray,
+                            progress: Progress | None) -> xr.Dataset:
         from . import _two_layer_torch as tb
 
         v = batch.values
         n, steps = int(v["n"]), int(v["steps"])
         tau, delta, leak, lr_eff, ck = _schedule(batch)
-        prob = _problem(v)
-        W0, a0 = kern.initial_params(prob, tau, delta)
+        distinct, group = np.unique(seeds, return_inverse=True)
+        group = group.reshape(-1)
+        probs = [_problem({**v, "seed": int(seed)}) for seed in distinct]
+        B, (h, d) = batch.size, probs[0].base_w.shape
+        W0, a0 = np.empty((B, h, d)), np.empty((B, h))
+        for k, prob in enumerate(probs):
+            mine = group == k
+            W0[mine], a0[mine] = kern.initial_params(prob, tau[mine], delta[mine])
         dtype = np.dtype(v["dtype"])
-        geometry = _geometry(v, prob, W0.astype(dtype).astype(np.float64),
-                             a0.astype(dtype).astype(np.float64), leak, len(ck))
+        teacher = None
+        if v["data"] == "teacher":
+            teacher = (np.stack([probs[k].teacher_w for k in group]),
+                       np.stack([probs[k].teacher_a for k in group]))
+        geometry = geo.GeometryRecorder(W0.astype(dtype).astype(np.float64),
+                                        a0.astype(dtype).astype(np.float64), leak, len(ck),
+                                        teacher, bool(v["save_surface"]))
         device = compute.resolve_device(str(v["device"]))
-        run = tb.TorchRun(prob.X, prob.y, prob.X_test, prob.y_test, W0, a0, leak,
+        one = len(probs) == 1
+
+        def data(name: str) -> np.ndarray:
+            return getattr(probs[0], name) if one else np.stack([getattr(p, name) for p in probs])
+
+        run = tb.TorchRun(data("X"), data("y"), data("X_test"), data("y_test"), W0, a0, leak,
                           lr_eff * 2.0 / n, steps, ck, DIVERGENCE_FACTOR, str(v["dtype"]),
                           device, bool(v["save_params"]), geometry.record_rows,
-                          compiled=v["implementation"] == "torch-compiled")
+                          compiled=v["implementation"] == "torch-compiled",
+                          group=None if one else group)
         out = tb.train(run, progress)
         ds = metrics_dataset(out, ck, out["status"], lr_eff, n, kern.alpha_of(tau, delta),
                              bool(v["save_params"]), geometry)
         ds.attrs.update(compute.provenance(device))
         return ds
+
+
+def _reordered(batch: Batch, order: np.ndarray) -> Batch:
+    """``batch`` with its configurations in ``order`` (every batchable value reindexed)."""
+    values = {k: (np.asarray(x)[order] if k in batch.batchable else x)
+              for k, x in batch.values.items()}
+    return Batch(size=batch.size, values=values, batchable=batch.batchable)
 
 
 def _schedule(batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
