@@ -31,6 +31,8 @@ partway at the session's deadline; decoupling 5 s, 5 s, 14 s (d = 64, 256, 1024;
 and 238 s for 3 seeds at d = 4096; greedy-width 6 s, 11 s, 22 s, 86 s (P = 32 … 2048).
 heavy-time (load average 6-9): 2 s, 2 s, 27 s, 357 s for the 4 seeds at d = 64 … 512
 (β = 0.2; β = 0.35: 4 s, 3 s, 52 s, 478 s).
+cor23 (one process at nice 19, load average 4-6): 171 s (P = 8, d = 24), 487 s (P = 16,
+d = 24), 151 s (P = 16, d = 16), 8 seeds each.
 """
 
 from __future__ import annotations
