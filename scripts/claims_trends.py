@@ -401,7 +401,8 @@ def colearning(out: Path) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("d (P = 32, β = 0.8, m = 4, 8, 16, t_max = 30 d)")
     ax.set_ylabel("fraction of the greedy tasks recovered")
-    ax.set_title("Ren et al. Prop. 2.2(b): co-learning fades with d", fontsize=9)
+    ax.set_title("Ren et al. Prop. 2.2(b): greedy tasks recovered over d (co-learning)",
+                 fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(out / "colearning-seeds.png", dpi=110)
