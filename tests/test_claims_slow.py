@@ -201,7 +201,8 @@ def test_budget_tuned_envelope_slope_moves_toward_the_law_with_p() -> None:
     """scripts/claims_trends.py cor23 at d = 24: Cor. 2.3's budget-tuned step at P = 8
     (jobs/ren-unstable.toml) and P = 16 (jobs/ren-unstable-p16.toml), m = 2P, β = 0.8,
     lr_q = 0.1 a_q/d² for q = 1, 2, 4, …, P, seeds 0-7 (8 seeds per P; 145 s at P = 8 and
-    487 s at P = 16 with one process at nice 19, load average 4-6). The envelope's slope
+    487 s at P = 16 with one process at nice 19, load average 4-6; 379 s as this test at
+    nice 19, load average 2-6, the same numbers to the printed digits). The envelope's slope
     over [n̂_1, n̂_P], read where it is ≥ ½ a_P² (below, every task is learned and it is SGD's
     noise floor), against the derived finite-P law's own slope over that window (−0.901 at
     P = 8, −0.803 at P = 16; −0.375 as P → ∞). Measured, mean [95% bootstrap over seeds]:
@@ -242,7 +243,8 @@ def test_budget_tuned_envelope_slope_moves_toward_the_law_with_p() -> None:
 def test_grokking_tau_half_at_seed_1_has_no_flip(tmp_path: Path) -> None:
     """The τ = 0.5 column of the two tests above at seed 1 (jobs/grokking-tau-reduced.toml
     with -g tau=0.5 -g seed=1: 92 s and 24 s; jobs/grokking-tau-stable-step.toml with
-    -g seed=1: 280 s and 76 s for α = 1 and 10, --jobs 1 at nice 19, load average 3-6).
+    -g seed=1: 280 s and 76 s for α = 1 and 10, --jobs 1 at nice 19, load average 3-6;
+    669 s as this test with --jobs 2 at nice 19, load average 4-6).
     Measured steps to 99% validation accuracy:
 
     * the paper's step (lr/τ² = 4e-3): α = 1 at 1800, α = 10 at 600;
