@@ -9,6 +9,7 @@ usable) and a summary with bootstrap intervals over seeds, and draws the trend.
     PYTHONPATH=. python scripts/claims_trends.py heavy-time [--out results/trends]
     PYTHONPATH=. python scripts/claims_trends.py ren-width --d 64,256 --seeds 12 --narrow-only
     PYTHONPATH=. python scripts/claims_trends.py colearning [--out results/trends]
+    PYTHONPATH=. python scripts/claims_trends.py cor23 [--seeds 8] [--out results/trends]
 
 ren-width: population flows, P = 32, β = 0.8, σ0 = 1e-2, t_max = 30 d (≈ 10 T_P), early_stop,
 d ∈ {64, 128, 256, 512}, m ∈ {4, 8, 16} (m < P: width law, greedy agreement, fraction of the
@@ -19,6 +20,10 @@ colearning: from the ren-width rows, the fraction of the greedy tasks recovered 
 first four seeds' interval beside that of all the seeds run (docs/claims.md §2.1).
 heavy-time: the heavy-tail time law, population flows at P = 32, m = 2P, σ0 = 1e-2,
 β ∈ {0.2, 0.35}, d ∈ {64, 128, 256, 512}, seeds 0-3 (its own rows, summary and figure).
+cor23: Cor. 2.3's budget-tuned step (online SGD), the envelope's log-log slope over the window
+[n̂_1, n̂_P] at P = 8 and P = 16 (d = 24, m = 2P, lr_q = 0.1 a_q/d², q = 1, 2, 4, …, P;
+jobs/ren-unstable.toml and jobs/ren-unstable-p16.toml), beside the derived finite-P law
+(scaling.unstable_window_slope); P = 16 also at d = 16, the smallest d with P ≤ d.
 
 Wall times measured on the shared 2-core machine at load average 10-13 (nice 10, one
 process): ren-width 150 s (d = 64), 108 s (d = 128), 1254 s (d = 256), d = 512 stopped
@@ -26,6 +31,8 @@ partway at the session's deadline; decoupling 5 s, 5 s, 14 s (d = 64, 256, 1024;
 and 238 s for 3 seeds at d = 4096; greedy-width 6 s, 11 s, 22 s, 86 s (P = 32 … 2048).
 heavy-time (load average 6-9): 2 s, 2 s, 27 s, 357 s for the 4 seeds at d = 64 … 512
 (β = 0.2; β = 0.35: 4 s, 3 s, 52 s, 478 s).
+cor23 (one process at nice 19, load average 4-6): 171 s (P = 8, d = 24), 487 s (P = 16,
+d = 24), 151 s (P = 16, d = 16), 8 seeds each.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from richlazy_cli.report.scaling import (
     finite_p_offset,
     greedy_agreement,
     ols_fit,
+    unstable_window_slope,
 )
 
 WIDTH_D = (64, 128, 256, 512)
@@ -393,21 +401,161 @@ def colearning(out: Path) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("d (P = 32, β = 0.8, m = 4, 8, 16, t_max = 30 d)")
     ax.set_ylabel("fraction of the greedy tasks recovered")
-    ax.set_title("Ren et al. Prop. 2.2(b): co-learning fades with d", fontsize=9)
+    ax.set_title("Ren et al. Prop. 2.2(b): greedy tasks recovered over d (co-learning)",
+                 fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(out / "colearning-seeds.png", dpi=110)
     plt.close(fig)
 
 
+# (P, d, steps): steps ≥ 1.09 × the largest predicted n̂_P over the seeds run
+COR23_RUNS = ((8, 24, 1_200_000), (16, 24, 1_600_000), (16, 16, 600_000))
+
+
+def budget_tuned_seed(P: int, d: int, seed: int, steps: int) -> dict[str, Any]:
+    """One seed of Cor. 2.3's protocol (docs/claims.md §5): online SGD at m = 2P, β = 0.8,
+    σ0 = 1e-2, batch 1, with the steps lr_q = 0.1 a_q/d² for q = 1, 2, 4, …, P (the last is the
+    stable step). Returns the population losses at the 200 log-spaced checkpoints (``n``,
+    ``L`` per q), n̂_1 (the step at which the q = 1 run has made half of its first drop,
+    L ≤ L(0) − a_1²/4), n̂_P (the stable run's predicted last recovery, max_p t̂_p / lr_P),
+    the teachers the q = 1 run recovers, and ``frozen``: d × the largest overlap² of the
+    teachers p > 2 in the q = 2 run before teacher 2 is recovered (freezing means ≲ 5).
+    :func:`envelope_slopes` reads the slopes from it."""
+    a = teacher_weights(P, BETA)
+    qs = [2**k for k in range(P.bit_length()) if 2**k <= P]
+    lrs = [0.1 * a[q - 1] / d**2 for q in qs]
+    t0 = time.perf_counter()
+    values = [Hermite.resolve("train", {"d": d, "P": P, "m": 2 * P, "beta": BETA, "lr": lr,
+                                        "seed": seed, "steps": steps, "checkpoints": 200})
+              for lr in lrs]
+    ds = Hermite().run("train", Batch.from_points(Hermite, values))
+    n = ds["step"].values.astype(float)
+    L = ds["loss"].values  # (q, step)
+    ov = ds["overlap"].values[1]
+    t2 = ds["steps_recover"].values[1, 1]
+    return {"P": P, "d": d, "seed": seed, "steps": steps, "q": qs,
+            "n_1": float(n[np.argmax(L[0] <= L[0, 0] - a[0] ** 2 / 4)]),
+            "n_P": float(np.nanmax(ds["t_recover_theory"].values[-1]) / lrs[-1]),
+            "q1_recovered": int(np.isfinite(ds["steps_recover"].values[0]).sum()),
+            "frozen": float(ov[n < t2][:, 2:].max() * d),
+            "n": n.tolist(), "L": L.tolist(), "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def envelope_slopes(row: dict[str, Any]) -> dict[str, Any]:
+    """The envelope L_u(n) = min_q L_q(n) of one :func:`budget_tuned_seed` row, read three ways
+    over the window [n̂_1, n̂_P] (docs/claims.md §5):
+
+    * ``slope_full``: the OLS slope of log L_u against log n over the whole window (the
+      measure of the earlier P = 8 runs);
+    * ``slope``: the same over the part of the window where L_u ≥ ½ a_P², the smallest value
+      the derived law takes before n̂_P. Below it every task is learned and L_u is SGD's noise
+      floor (10⁻⁸–10⁻⁶), whose logarithm says nothing about the law; ``collapsed`` says that
+      L_u fell below ½ a_P² before n̂_P (the large steps learned every task: nothing frozen);
+    * ``stable_slope``: the stable (q = P) curve over the same part of the window;
+
+    and ``max_ratio_early`` = max L_u/L_stable over [n̂_1, n̂_P/10], ``law`` the derived law's
+    own slope over [n̂_1, n̂_P] (``scaling.unstable_window_slope``)."""
+    P_ = row["P"]
+    n, L = np.array(row["n"]), np.array(row["L"])
+    Lu, Ls = np.min(L, axis=0), L[-1]
+    floor = 0.5 * float(teacher_weights(P_, BETA)[-1] ** 2)
+    win = (n >= row["n_1"]) & (n <= row["n_P"])
+    above = win & (np.minimum.accumulate(Lu) >= floor)
+    early = (n >= row["n_1"]) & (n <= row["n_P"] / 10)
+    below = np.flatnonzero(win & (Lu < floor))
+    return {"slope_full": float(np.polyfit(np.log(n[win]), np.log(Lu[win]), 1)[0]),
+            "slope": float(np.polyfit(np.log(n[above]), np.log(Lu[above]), 1)[0]),
+            "stable_slope": float(np.polyfit(np.log(n[above]), np.log(Ls[above]), 1)[0]),
+            "collapsed": bool(below.size),
+            "window_used": float(np.log(n[above][-1] / row["n_1"])
+                                 / np.log(row["n_P"] / row["n_1"])),
+            "max_ratio_early": float(np.max(Lu[early] / Ls[early])),
+            "law": unstable_window_slope(P_, BETA)}
+
+
+def cor23(out: Path, seeds: range = range(8)) -> None:
+    """Rows of :func:`budget_tuned_seed` for ``COR23_RUNS`` (resumable), a summary with
+    bootstrap intervals over seeds, and the figure of the measured and derived slopes
+    against P."""
+    path = out / "cor23-rows.jsonl"
+    done = {(r["P"], r["d"], r["seed"]) for r in _rows(path)}
+    for P_, d, steps in COR23_RUNS:
+        for seed in seeds:
+            if (P_, d, seed) not in done:
+                row = budget_tuned_seed(P_, d, seed, steps)
+                _append(path, row)
+                print(json.dumps({**{k: v for k, v in row.items() if k not in ("n", "L")},
+                                  **envelope_slopes(row)}), flush=True)
+    cor23_summary(out)
+
+
+def cor23_summary(out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [{**r, **envelope_slopes(r)} for r in _rows(out / "cor23-rows.jsonl")]
+    summary: dict[str, Any] = {}
+    for P_, d, _ in COR23_RUNS:
+        mine = sorted((r for r in rows if r["P"] == P_ and r["d"] == d),
+                      key=lambda r: r["seed"])
+        if not mine:
+            continue
+        res: dict[str, Any] = {k: bootstrap(np.array([float(r[k]) for r in mine]), np.mean)
+                               for k in ("slope", "stable_slope", "max_ratio_early",
+                                         "q1_recovered", "frozen", "window_used")}
+        res["gap"] = bootstrap(np.array([r["slope"] - r["law"] for r in mine]), np.mean)
+        res.update(law=mine[0]["law"], seeds=[r["seed"] for r in mine],
+                   collapsed=int(sum(r["collapsed"] for r in mine)),
+                   **{f"per_seed_{k}": [round(float(r[k]), 3) for r in mine]
+                      for k in ("slope", "slope_full", "q1_recovered", "n_P")},
+                   wall_s=float(sum(r["wall_s"] for r in mine)))
+        summary[f"P={P_},d={d}"] = res
+    (out / "cor23.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps(summary, indent=1))
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 3.6))
+    Pl = np.array([2**k for k in range(1, 16)])
+    law = [unstable_window_slope(int(p), BETA) for p in Pl]
+    axes[0].plot(Pl, law, "-", color="grey", label="derived law over [n̂_1, n̂_P]")
+    axes[0].axhline(-(2 * BETA - 1) / (2 * BETA), ls="--", color="grey", lw=1,
+                    label="P → ∞: −0.375")
+    for k, (d, mk) in enumerate(((24, "o"), (16, "s"))):
+        keys = [(P_, f"P={P_},d={dd}") for P_, dd, _ in COR23_RUNS
+                if dd == d and f"P={P_},d={dd}" in summary]
+        if not keys:
+            continue
+        x = np.array([p for p, _ in keys], float) * (1 + 0.05 * k)
+        for ax, key in ((axes[0], "slope"), (axes[1], "gap")):
+            v = np.array([summary[s][key] for _, s in keys])
+            n_s = "/".join(str(len(summary[s]["seeds"])) for _, s in keys)
+            ax.errorbar(x, v[:, 0], yerr=[v[:, 0] - v[:, 1], v[:, 2] - v[:, 0]], marker=mk,
+                        capsize=3, ls=":", color=f"C{k}",
+                        label=f"measured, d = {d} ({n_s} seeds; 95% bootstrap)")
+    axes[1].axhline(0.0, ls="--", color="grey", lw=1, label="measured = law")
+    for ax, title in ((axes[0], "envelope slope over [n̂_1, n̂_P], where L_u ≥ ½ a_P²"),
+                      (axes[1], "measured − derived law (same window)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("P (tasks), m = 2P, β = 0.8")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+    axes[0].set_xlim(4, 4e4)
+    fig.suptitle("Ren et al. Cor. 2.3, budget-tuned step: measured slope against P", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out / "cor23-trend.png", dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("family", choices=("ren-width", "decoupling", "greedy-width", "figures",
-                                       "heavy-time", "colearning"))
+                                       "heavy-time", "colearning", "cor23",
+                                       "cor23-summary"))
     ap.add_argument("--out", default="results/trends")
     ap.add_argument("--d", default=None, help="ren-width: comma-separated d (default all)")
     ap.add_argument("--seeds", type=int, default=None,
-                    help="ren-width: seeds 0 … N-1 (default 4)")
+                    help="ren-width, cor23: seeds 0 … N-1 (default 4; cor23: 8)")
     ap.add_argument("--narrow-only", action="store_true",
                     help="ren-width: only m < P (no m = 2P run)")
     args = ap.parse_args()
@@ -416,6 +564,12 @@ def main() -> None:
     if args.family == "ren-width":
         ren_width(out, tuple(int(x) for x in args.d.split(",")) if args.d else WIDTH_D,
                   range(args.seeds) if args.seeds else SEEDS, not args.narrow_only)
+        return
+    if args.family == "cor23":
+        cor23(out, range(args.seeds) if args.seeds else range(8))
+        return
+    if args.family == "cor23-summary":
+        cor23_summary(out)
         return
     {"ren-width": ren_width, "decoupling": decoupling, "greedy-width": greedy_width,
      "figures": figures, "heavy-time": heavy_time, "colearning": colearning}[args.family](out)
