@@ -334,7 +334,10 @@ def test_budget_tuned_envelope_beats_stable_step() -> None:
     there too); and in the q = 2 run the teachers p > 2 reach overlap² ≈ 20/d before teacher 2
     is recovered (claim: ≤ 5/d): at d = 24 the larger steps do not freeze the small tasks,
     the q = 1 run recovers 7 of the 8 teachers, so the "unstable" regime of §3.3 is not
-    reached. Both need larger d and P (docs/hermite-sgd.md §6).
+    reached. Both need larger d and P (docs/hermite-sgd.md §6). How far the slope lies from
+    the finite-P law is a property of many seeds, not of these two (seeds 0-1 are the
+    flattest of eight): `tests/test_claims_slow.py` asserts it over seeds 0-7 at P = 8 and 16
+    (docs/claims.md §5.1).
     """
     d, P = 24, 8
     a = teacher_weights(P, 0.8)
@@ -363,8 +366,6 @@ def test_budget_tuned_envelope_beats_stable_step() -> None:
               f"max overlap² of p > 2 before p = 2 is recovered {frozen:.1f}/d")
         # the finite-P cut-off, not the derived −0.375; the small tasks are not frozen
         assert slope <= -0.9 and frozen >= 10, (slope, frozen)
-        # within 0.25 of the derived law's own slope over this window at P = 8 (−0.90)
-        assert abs(slope - unstable_window_slope(P, 0.8)) <= 0.25, slope
 
 
 # -- Lemma 3.1: initial gaps (R15) ------------------------------------------------------------
