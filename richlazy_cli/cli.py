@@ -421,7 +421,8 @@ def _estimate_json(outcome: Any) -> dict[str, Any] | None:
     return {"seconds": e.seconds, "probe_seconds": e.probe_seconds,
             "compile_seconds": e.compile_seconds, "startup_seconds": e.startup_seconds,
             "wall_seconds": e.wall_seconds,
-            "probe_points": e.probe_points, "workers": e.workers}
+            "probe_points": e.probe_points, "workers": e.workers,
+            "upper_bound": e.bound is not None, "bound": e.bound}
 
 
 def _print_dry_run(job: Any, opts: Any, outcome: Any) -> None:

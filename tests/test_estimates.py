@@ -230,3 +230,93 @@ def test_hermite_result_cost_counts_the_evaluations_done() -> None:
     assert Hermite._result_cost(values, ds) == pytest.approx((nfev + 21) * 8 * 12 * 32 * 1e-9)
     train = _values("hermite", d=32, P=4, m=8, lr=1e-3, loop="numba")
     assert Hermite._result_cost(train, ds) is None
+
+
+def test_rhm_cost_prices_each_step_and_each_evaluated_row_as_a_run_counts_them(
+        monkeypatch) -> None:
+    """rhm's cost is its mini-batch steps, each its products plus a step's fixed work
+    (``STEP_OVERHEAD``), and the rows its full-set evaluations forward, each ``2 macs``. Both
+    counts are taken from a training run here (its gradient computations and the rows handed
+    to the evaluations), not from the formula. Priced by products alone, the steps of a small
+    network were a quarter of their time against the evaluations' (docs/estimates.md, "rhm's
+    training steps"): the dry run then scaled an evaluation-bound probe (the smallest
+    training set, the 20,000 test rows) to training-bound runs, 0.44 of the measured time."""
+    torch = pytest.importorskip("torch")
+    from richlazy_cli.models import rhm
+
+    values = {**_values("rhm", L=2, width=16, epochs=4, test_size=100, batch=8,
+                        train_fraction=0.3, n_records=3, schedule="constant"), "lr": None}
+    steps = [0]
+    rows = [0]
+    grad, evaluate, accuracy = torch.autograd.grad, rhm.evaluate, rhm.accuracy
+
+    def counted_grad(*args, **kwargs):
+        steps[0] += 1
+        return grad(*args, **kwargs)
+
+    def rows_of(fn):
+        def counted(forward, params, X, y):
+            rows[0] += int(X.shape[0])
+            return fn(forward, params, X, y)
+        return counted
+
+    monkeypatch.setattr(torch.autograd, "grad", counted_grad)
+    monkeypatch.setattr(rhm, "evaluate", rows_of(evaluate))
+    monkeypatch.setattr(rhm, "accuracy", rows_of(accuracy))
+    problem = rhm._Problem(values, 0)
+    n_train = math.floor(0.3 * problem.P)
+    ck = rhm.checkpoint_epochs(4, 3)
+    rhm._train_group([problem], values, [1.0], n_train, ck, "cpu")
+    d = 2**2 * 8
+    macs = d * 16 + 2 * 16 * 16 + 16 * 8
+    assert steps[0] == math.ceil(n_train / 8) * 4
+    assert rows[0] == ck.size * (n_train + 100)
+    counted = (6 * macs * n_train * 4 + rhm.STEP_OVERHEAD * steps[0] + 2 * macs * rows[0]) / 1e9
+    assert rhm.RHM._cost(values) == pytest.approx(counted, rel=1e-12)
+    # cosine_clamped skips the epochs of learning rate 0 (the last 20%): no step there
+    clamped = {**values, "schedule": "cosine_clamped", "epochs": 10, "n_records": 2}
+    steps[0] = 0
+    rhm._train_group([problem], clamped, [1.0], n_train, rhm.checkpoint_epochs(10, 2), "cpu")
+    assert steps[0] == math.ceil(n_train / 8) * 8
+    assert rhm._work(clamped)[1] == steps[0]
+
+
+def test_rhm_probe_runs_a_tenth_of_the_epochs_with_the_runs_density_of_evaluations() -> None:
+    from richlazy_cli.models.rhm import RHM, checkpoint_epochs
+
+    run = _values("rhm", epochs=250, n_records=26)
+    probe = RHM._probe(run)
+    assert probe["epochs"] == 25
+    runs = checkpoint_epochs(250, 26).size
+    probes = checkpoint_epochs(25, probe["n_records"]).size
+    assert probe["n_records"] == max(2, round(runs * 25 / 250))
+    assert probes == 3  # the fewest the record grid holds: epochs 0, 1 and the last
+    assert RHM._probe({**run, "epochs": 2})["epochs"] == 2  # short runs keep their epochs
+
+
+def test_grokking_early_stop_makes_the_dry_run_an_upper_bound(tmp_path: Path, cli) -> None:
+    """grokking's ``early_stop`` ends a run at an accuracy no theory predicts, while its cost
+    prices the whole budget: the footprint declares it, and the dry run states its estimate
+    as an upper bound (``≤``, the reason) in its text and its JSON; without ``early_stop``
+    it is an estimate (``≈``)."""
+    pytest.importorskip("torch")
+    from richlazy_cli.engine.estimation import Estimate
+    from richlazy_cli.models.grokking import Grokking
+
+    stopping = _values("grokking", early_stop=True, steps=10000, threshold=0.99)
+    assert "early_stop" in str(Grokking.footprint("train", stopping).stops_early)
+    assert Grokking.footprint("train", {**stopping, "early_stop": False}).stops_early is None
+    assert Estimate(60.0, 1.0, 1, 1, bound="x").describe().startswith("≤ 60 s on 1 worker (x)")
+    args = ["sweep", "train", "grokking", "-p", "p=7", "-p", "d_model=8", "-p", "n_heads=2",
+            "-p", "steps=40", "-g", "seed=range(2)", "-o", tmp_path / "g.h5", "--jobs", "1",
+            "--dry-run"]
+    text = cli(*args, "-p", "early_stop=true")
+    assert text.code == 0, text.err
+    line = next(x for x in text.out.splitlines() if x.startswith("estimated time:"))
+    assert line.startswith("estimated time: ≤ ")
+    assert "runs stop early at early_stop" in line and "40-step budget" in line
+    bound = json.loads(cli(*args, "-p", "early_stop=true", "--json").out)["estimate"]
+    assert bound["upper_bound"] is True and "early_stop" in bound["bound"]
+    plain = json.loads(cli(*args, "--json").out)["estimate"]
+    assert plain["upper_bound"] is False and plain["bound"] is None
+    assert not (tmp_path / "g.h5").exists()

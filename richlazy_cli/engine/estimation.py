@@ -39,6 +39,10 @@ class Estimate:
     """The fixed costs, measured (:mod:`.startup`): the command's own start, its final write,
     and, for the short runs whose wall time they would dominate, its worker processes' start
     (0 when not measured)."""
+    bound: str | None = None
+    """Where some pending points may stop before the length their cost prices, at a point
+    nothing predicts (:attr:`.Footprint.stops_early`), the model's phrase saying so: the
+    estimate is then an upper bound (None: an estimate)."""
 
     @property
     def wall_seconds(self) -> float:
@@ -52,8 +56,10 @@ class Estimate:
         once = self.compile_seconds + self.startup_seconds
         extra = (f"; plus ≈ {_when(once)} to start up and compile"
                  if once >= 0.5 else "")
+        bound = f" ({self.bound})" if self.bound else ""
         return (
-            f"≈ {_when(s)} on {self.workers} worker{'s' if self.workers != 1 else ''} "
+            f"{'≤' if self.bound else '≈'} {_when(s)} on {self.workers} "
+            f"worker{'s' if self.workers != 1 else ''}{bound} "
             f"(probe of {points}: {self.probe_seconds:.2g} s, scaled by the model's cost"
             f"{extra})"
         )
@@ -83,16 +89,20 @@ that a model that vectorises a chunk is timed vectorised, as the sweep will run 
 
 
 def pending_cost(job: Job, pending: np.ndarray | None,
-                 costliest: list[Any] | None = None) -> tuple[float, int]:
+                 costliest: list[Any] | None = None,
+                 stops: set[str] | None = None) -> tuple[float, int]:
     """The model's total cost of the ``pending`` points (a mask over the grid, or None for
     all), and the cheapest of them, once per distinct case (:func:`.footprint.case_sum`).
     A ``costliest`` list is set to ``[cost, values]`` of the costliest case (its values
-    prepared)."""
+    prepared); a ``stops`` set gathers the cases' :attr:`.Footprint.stops_early` phrases."""
 
     def run(values: Any) -> float:
-        cost = float(job.footprint_of(values).cost)
+        footprint = job.footprint_of(values)
+        cost = float(footprint.cost)
         if costliest is not None and (not costliest or cost > costliest[0]):
             costliest[:] = [cost, dict(values)]
+        if stops is not None and footprint.stops_early:
+            stops.add(footprint.stops_early)
         return cost
 
     return case_sum(job, pending, run)
@@ -142,7 +152,8 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
             pending[chunk] = True
     command = startup.command_startup(job.model.name)  # before the probe: what a run pays too
     costliest: list[Any] = []
-    total, cheapest = pending_cost(job, pending, costliest)
+    stops: set[str] = set()  # the unpriced early stops: the estimate is then an upper bound
+    total, cheapest = pending_cost(job, pending, costliest, stops)
     probe_values = probe_of(job, cheapest)
     probe_cost = job.model.footprint(job.action, probe_values).cost
     task = ChunkTask(
@@ -215,7 +226,7 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
     if seconds < STARTUP_BELOW and plan.workers > 1:  # a pool of W, started and timed
         fixed += startup.pool_startup(job.model.name, plan.workers)
     return Estimate(seconds, probe, chunk_points, plan.workers, probe_bytes, compile_seconds,
-                    fixed)
+                    fixed, "; ".join(sorted(stops)) or None)
 
 
 def _fit_two_points(job: Job, probe: float, probe_cost: float, costliest: list[Any]

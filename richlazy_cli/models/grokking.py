@@ -159,6 +159,17 @@ class Grokking(Model):
         return {**values, "steps": min(int(values["steps"]), 300), "early_stop": False}
 
     @classmethod
+    def _stops_early(cls, values: Mapping[str, Any]) -> str | None:
+        """With ``early_stop`` a run ends once both accuracies reach ``threshold``, a step
+        that no theory predicts (where a run groks is what this model measures), while the
+        cost prices the whole budget: the dry run's estimate is then an upper bound."""
+        if not values.get("early_stop"):
+            return None
+        return (f"runs stop early at early_stop, once both accuracies reach "
+                f"{float(values['threshold']):g}; the bound prices the whole "
+                f"{int(values['steps'])}-step budget")
+
+    @classmethod
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
         """Four float64 curves (train_acc, val_acc, train_loss, val_loss) over the evaluated
         steps (:func:`eval_steps` of ``steps`` and ``eval_every``, or of one epoch's batches

@@ -65,6 +65,29 @@ def learning_rate(lr0: float, epoch: int, epochs: int, schedule: str) -> float:
     return lr0 * (1.0 + math.cos(math.pi * epoch / T)) / 2.0
 
 
+STEP_OVERHEAD = 3.0e7
+"""The fixed work of one mini-batch step, in floating-point operations of the products it
+would equal: measured with torch on one CPU thread (width 64, batch 128), a step took
+0.95 ms, of which 0.25 ms its 9.8 MFLOP of products at the 40 GFLOP/s that a full-set
+evaluation runs at; the other 0.7 ms (autograd, the optimiser's updates, the gathered batch)
+are about 3 · 10⁷ operations at that rate (docs/estimates.md, "rhm's training steps")."""
+
+
+def _trained_epochs(values: Mapping[str, Any]) -> int:
+    """Epochs whose learning rate is not 0 (``cosine_clamped`` skips the last 20%)."""
+    epochs = int(values["epochs"])
+    return epochs if values["schedule"] != "cosine_clamped" else math.ceil(0.8 * epochs)
+
+
+def _work(values: Mapping[str, Any]) -> tuple[int, int, int]:
+    """(full-set evaluations, mini-batch steps, training-set size) of one configuration."""
+    P = hierarchy.p_max(values["n_classes"], values["m"], values["s"], values["L"])
+    n_train = math.floor(float(values["train_fraction"]) * P)
+    steps = math.ceil(n_train / int(values["batch"])) * _trained_epochs(values)
+    evaluations = checkpoint_epochs(int(values["epochs"]), int(values["n_records"])).size
+    return evaluations, steps, n_train
+
+
 class RHM(Model):
     """Random hierarchy model: an MLP's test accuracy against training fraction and α."""
 
@@ -136,21 +159,30 @@ class RHM(Model):
 
     @classmethod
     def _cost(cls, values: Mapping[str, Any]) -> float:
-        P = hierarchy.p_max(values["n_classes"], values["m"], values["s"], values["L"])
+        """GFLOP-equivalents of one configuration (docs/estimates.md, "rhm's training steps"):
+        its mini-batch steps, each ``6 · macs · rows`` of forward and backward products plus
+        :data:`STEP_OVERHEAD` (the step's fixed work: autograd, the optimiser's updates, the
+        gathered batch), and its full-set evaluations, ``2 · macs`` per row of the training
+        and test sets, with ``macs`` the network's multiply-adds per input. Epochs of learning
+        rate 0 are skipped (``cosine_clamped`` trains the first 80%). A stacked chunk pays a
+        step's fixed work once for the whole stack; the dry run's chunk probe measures that."""
         w, d = values["width"], values["s"] ** values["L"] * values["v"]
         macs = d * w + (values["hidden_layers"] - 1) * w * w + w * values["n_classes"]
-        epochs = int(values["epochs"])
-        trained = epochs if values["schedule"] != "cosine_clamped" else math.ceil(0.8 * epochs)
-        n_train = values["train_fraction"] * P
-        evaluations = checkpoint_epochs(epochs, int(values["n_records"])).size
-        train = 6.0 * macs * n_train * trained  # forward and backward
-        evaluate = 2.0 * macs * (n_train + values["test_size"]) * evaluations
+        evaluations, steps, n_train = _work(values)
+        train = 6.0 * macs * n_train * _trained_epochs(values) + STEP_OVERHEAD * steps
+        evaluate = 2.0 * macs * (n_train + int(values["test_size"])) * evaluations
         return (train + evaluate) / 1e9
 
     @classmethod
     def _probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The same configuration for at most 5 epochs (the cost is linear in the epochs)."""
-        return {**values, "epochs": min(int(values["epochs"]), 5)}
+        """The same configuration for a tenth of its epochs (at least 2) with the run's
+        density of full-set evaluations (at least those of epochs 0, 1 and the last), so
+        that the probe holds the run's mix of training steps and evaluations."""
+        epochs = int(values["epochs"])
+        short = min(epochs, max(2, math.ceil(epochs / 10)))
+        records = checkpoint_epochs(epochs, int(values["n_records"])).size
+        return {**values, "epochs": short,
+                "n_records": max(2, round(records * short / epochs))}
 
     @classmethod
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
