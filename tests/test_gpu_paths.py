@@ -148,6 +148,22 @@ SEEDED = [dict(tau=0.3, delta=-0.5, seed=2), dict(tau=1.0, delta=0.5, seed=0),
 """Six configurations of three seeds, interleaved; the third diverges (lr/τ² = 800)."""
 
 
+def assert_row_close(got: xr.Dataset, i: int, want: xr.Dataset, rtol: float,
+                     atol_of: dict[str, float] | None = None) -> None:
+    """Every variable of row ``i`` of ``got`` against ``want``'s one row: integers and the
+    NaN pattern exactly, floats within ``rtol`` relative and ``rtol`` times the variable's
+    scale absolute (or the absolute tolerance ``atol_of`` names for it)."""
+    for name, item in want.data_vars.items():
+        a, b = got[name].values[i], item.values[0]
+        if item.dtype.kind != "f":
+            assert np.array_equal(a, b), name
+            continue
+        assert np.array_equal(np.isnan(a), np.isnan(b)), name
+        scale = float(np.nanmax(np.abs(b))) if np.isfinite(b).any() else 1.0
+        atol = (atol_of or {}).get(name, rtol * scale)
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=name)
+
+
 def seeded_batch(implementation: str, points: list[dict[str, Any]], dtype: str = "float64",
                  **common: Any) -> xr.Dataset:
     values = [tl.TwoLayer.resolve("train", {**COMPILED_BASE, **p, "dtype": dtype,
@@ -194,15 +210,7 @@ def test_several_seeds_match_the_numpy_reference_within_the_torch_tolerance() ->
     configuration: within the torch rows' 1e-10 of each variable's scale."""
     together = seeded_batch("torch", SEEDED)
     for i, p in enumerate(SEEDED):
-        want = seeded_batch("numba", [p])
-        for name, item in want.data_vars.items():
-            a, b = together[name].values[i], item.values[0]
-            if item.dtype.kind != "f":
-                assert np.array_equal(a, b), name
-                continue
-            assert np.array_equal(np.isnan(a), np.isnan(b)), name
-            scale = float(np.nanmax(np.abs(b))) if np.isfinite(b).any() else 1.0
-            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * scale, err_msg=name)
+        assert_row_close(together, i, seeded_batch("numba", [p]), 1e-10)
 
 
 @pytest.mark.parametrize("implementation, whole, equal", [
@@ -570,15 +578,10 @@ def cnn_runs(base: dict[str, Any], points: list[dict[str, Any]], stacked: bool,
 
 
 def assert_cnn_close(got: xr.Dataset, i: int, want: xr.Dataset, rtol: float) -> None:
-    for name, item in want.data_vars.items():
-        a, b = got[name].values[i], item.values[0]
-        if item.dtype.kind != "f":
-            assert np.array_equal(a, b), name
-            continue
-        assert np.array_equal(np.isnan(a), np.isnan(b)), name
-        scale = float(np.nanmax(np.abs(b))) if np.isfinite(b).any() else 1.0
-        atol = 1e-3 if name == "hamming_distance" and rtol > 1e-9 else rtol * scale
-        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=name)
+    """Row ``i`` of ``got`` against ``want``'s one row; a Hamming distance (a count of sign
+    flips) within 1e-3 where the tolerance is not a bitwise one."""
+    assert_row_close(got, i, want, rtol,
+                     {"hamming_distance": 1e-3} if rtol > 1e-9 else None)
 
 
 @pytest.mark.parametrize("dtype, rtol", [("float64", 1e-9), ("float32", 1e-5)])
