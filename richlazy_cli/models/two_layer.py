@@ -321,7 +321,8 @@ class TwoLayer(Model):
         coef = lr_eff * 2.0 / n
 
         metrics = _Metrics(prob, W, a, leak, ck, bool(v["save_params"]))
-        metrics.geometry = _geometry(v, prob, metrics.W0, metrics.a0, leak, len(ck))
+        metrics.geometry = _geometry(v, (prob.teacher_w, prob.teacher_a), metrics.W0,
+                                     metrics.a0, leak, len(ck))
         status = np.zeros(B, dtype=np.int8)
         spaces: dict[int, kern.GroupWorkspace] = {}
         groups = [kern.ConfigGroup(idx, W[idx], a[idx], leak[idx], coef[idx], n, spaces)
@@ -392,13 +393,12 @@ class TwoLayer(Model):
             mine = group == k
             W0[mine], a0[mine] = kern.initial_params(prob, tau[mine], delta[mine])
         dtype = np.dtype(v["dtype"])
-        teacher = None
+        teacher = None  # each configuration's own seed's teacher
         if v["data"] == "teacher":
             teacher = (np.stack([probs[k].teacher_w for k in group]),
                        np.stack([probs[k].teacher_a for k in group]))
-        geometry = geo.GeometryRecorder(W0.astype(dtype).astype(np.float64),
-                                        a0.astype(dtype).astype(np.float64), leak, len(ck),
-                                        teacher, bool(v["save_surface"]))
+        geometry = _geometry(v, teacher, W0.astype(dtype).astype(np.float64),
+                             a0.astype(dtype).astype(np.float64), leak, len(ck))
         device = compute.resolve_device(str(v["device"]))
         one = len(probs) == 1
 
@@ -445,13 +445,15 @@ def _problem(v: Mapping[str, Any]) -> kern.Problem:
                              tl_data.load_npz(v["data_file"]) if v["data"] == "npz" else None)
 
 
-def _geometry(v: Mapping[str, Any], prob: kern.Problem, W0: np.ndarray, a0: np.ndarray,
-              leak: np.ndarray, n_ck: int) -> geo.GeometryRecorder:
-    """The recorder of the geometric checkpoint outputs (docs/two-layer.md, eqs. (10)-(14))."""
-    return geo.GeometryRecorder(
-        W0, a0, leak, n_ck,
-        (prob.teacher_w, prob.teacher_a) if v["data"] == "teacher" else None,
-        bool(v["save_surface"]))
+def _geometry(v: Mapping[str, Any], teacher: tuple[np.ndarray, np.ndarray] | None,
+              W0: np.ndarray, a0: np.ndarray, leak: np.ndarray, n_ck: int
+              ) -> geo.GeometryRecorder:
+    """The recorder of the geometric checkpoint outputs (docs/two-layer.md, eqs. (10)-(14)),
+    against the ``teacher`` (one shared, or one per configuration) where the data are a
+    teacher's."""
+    return geo.GeometryRecorder(W0, a0, leak, n_ck,
+                                teacher if v["data"] == "teacher" else None,
+                                bool(v["save_surface"]))
 
 
 class _Metrics:
