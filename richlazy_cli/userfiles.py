@@ -82,7 +82,11 @@ def open_regular(path: str | os.PathLike[str], what: str) -> Iterator[IO[bytes]]
         os.set_blocking(fd, True)
         fh = os.fdopen(fd, "rb")
     except BaseException:
-        os.close(fd)
+        # An interrupt inside fdopen may land after the file object took the descriptor and
+        # closed it; the EBADF of a second close must not replace the interrupt (it would be
+        # read as "not a readable file" and reported as bad input).
+        with contextlib.suppress(OSError):
+            os.close(fd)
         raise
     with fh:
         yield fh

@@ -335,3 +335,45 @@ def test_sigterm_while_merging_writes_nothing(tmp_path, toy_env, cli) -> None:
     assert code == 130, err
     assert err.strip() == f"richlazy: interrupted (SIGTERM); nothing written to {merged}"
     assert not merged.exists()
+
+
+def test_an_interrupted_command_ends_with_130_after_its_atexit_functions(tmp_path) -> None:
+    """The console entry ends an interrupted command with the status itself (os._exit), after
+    the atexit functions and the one line, whatever the interpreter's exit would make of an
+    interrupt it saw inside an eval (cli._leave)."""
+    marker = tmp_path / "atexit-ran"
+    script = (
+        "import atexit, sys\n"
+        "from richlazy_cli import cli\n"
+        f"atexit.register(lambda: open({str(marker)!r}, 'w').write('ran'))\n"
+        "def interrupted(argv=None):\n"
+        "    eval('(_ for _ in ()).throw(KeyboardInterrupt(\"SIGTERM\"))')\n"
+        "cli.run = interrupted\n"
+        "cli.main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip() == "richlazy: interrupted (SIGINT); nothing written"
+    assert marker.read_text() == "ran"
+
+
+def test_an_interrupt_inside_fdopen_is_not_reported_as_an_unreadable_file(
+    tmp_path, monkeypatch
+) -> None:
+    """An interrupt that lands after the file object took (and closed) the descriptor stays
+    an interrupt: the second close's EBADF must not replace it (userfiles.open_regular)."""
+    from richlazy_cli import userfiles
+    from richlazy_cli.engine.store import is_hdf5
+
+    path = tmp_path / "r.h5"
+    path.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(100))
+    real_fdopen = os.fdopen
+
+    def fdopen_then_interrupt(fd, *args, **kwargs):
+        real_fdopen(fd, *args, **kwargs).close()  # the descriptor is taken and closed
+        raise KeyboardInterrupt("SIGTERM")
+
+    monkeypatch.setattr(userfiles.os, "fdopen", fdopen_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        is_hdf5(path)
