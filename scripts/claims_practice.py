@@ -6,11 +6,15 @@ figure of each.
     PYTHONPATH=. python scripts/claims_practice.py early   RESULT.h5 [MORE.h5 ...] [--out DIR]
     PYTHONPATH=. python scripts/claims_practice.py filters BN.h5 PLAIN.h5 [--out DIR]
     PYTHONPATH=. python scripts/claims_practice.py filters --bn-only BN.h5 [MORE.h5 ...]
+    PYTHONPATH=. python scripts/claims_practice.py filters-epochs CONVERGED.h5 [MORE.h5 ...]
 
 early: S(n)/S(end) at n = 120 steps (the paper's first MNIST epoch: 60,000/512 ≈ 118 steps)
 and at 10% of the steps, per α; a kernel that moved at a constant rate would give n/N.
 filters: per α, test accuracy, R(w_end), R(w_end − w_0) (the drift control) against the
 i.i.d. level.
+filters-epochs: the run of jobs/filters-digits24-bn-converged.toml read by epoch: test
+accuracy and R(w_t) per α at every checkpoint, the spread of the accuracies over α, and
+whether the roughness order R(10) < R(1) < R(0.1) holds at each checkpoint.
 """
 
 from __future__ import annotations
@@ -144,9 +148,70 @@ def filters(bn: list[Path], plain: Path | None, out: Path) -> dict[str, Any]:
     return res
 
 
+def filters_by_epoch(paths: list[Path], out: Path) -> dict[str, Any]:
+    """Accuracy and roughness against the epoch per α: seed means, with each seed's value."""
+    parts = []
+    for p in paths:
+        ds = xr.open_dataset(p, engine="h5netcdf").load()
+        if "seed" not in ds.dims:  # seed given as a parameter: one seed per file
+            seed = ds["seed"].values if "seed" in ds else json.loads(ds.attrs["params"])["seed"]
+            ds = ds.expand_dims(seed=[int(seed)])
+        parts.append(ds)
+    ds = xr.concat(parts, dim="seed").sortby("seed").sortby("alpha")
+    epochs = [int(e) for e in ds["epoch"].values]
+    alphas = [float(a) for a in ds["alpha"].values]
+    acc = ds["test_acc"].transpose("alpha", "seed", "checkpoint").values
+    rough = ds["filter_roughness"].transpose("alpha", "seed", "checkpoint").values
+    upd = ds["update_roughness"].transpose("alpha", "seed").values
+    res: dict[str, Any] = {
+        "epochs": epochs, "seeds": [int(x) for x in ds["seed"].values],
+        "by_alpha": {f"{a:g}": {"test_acc": acc[i].round(4).tolist(),
+                                "R": rough[i].round(3).tolist(),
+                                "R_update_end": upd[i].round(3).tolist()}
+                     for i, a in enumerate(alphas)},
+        # per seed and checkpoint: the largest accuracy difference between two alphas
+        "acc_spread": (acc.max(axis=0) - acc.min(axis=0)).round(4).tolist(),
+        # per seed and checkpoint: R decreases strictly with alpha
+        "order_holds": np.all(np.diff(rough, axis=0) < 0, axis=0).tolist(),
+        "iid": float(ds.attrs["filter_roughness_iid"]),
+    }
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for i, a in enumerate(alphas):
+        for ax, v in ((axes[0], acc[i]), (axes[1], rough[i])):
+            line, = ax.plot(epochs, v.mean(axis=0), marker="o", ms=3, label=f"α = {a:g}")
+            ax.fill_between(epochs, v.min(axis=0), v.max(axis=0), alpha=0.2,
+                            color=line.get_color(), lw=0)
+    axes[1].axhline(res["iid"], color="grey", ls="--", label="i.i.d. level (random walk)")
+    for ax in axes:
+        ax.set_xscale("symlog", linthresh=1)
+        ax.set_xlim(0, epochs[-1] * 1.05)
+        ax.set_xlabel("epoch (0: initialisation)")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("test accuracy")
+    axes[1].set_ylabel("mean roughness R(w_t) (lower is smoother)")
+    axes[1].set_yscale("log")
+    axes[1].yaxis.set_major_formatter(ScalarFormatter())
+    axes[1].yaxis.set_minor_formatter(ScalarFormatter())
+    axes[1].tick_params(axis="y", which="minor", labelsize=7)
+    seeds = res["seeds"]
+    fig.suptitle("Fig. 6b toward convergence: smooth2d on 24×24 digits, channel norm, first "
+                 f"layer ÷ α, {epochs[-1]} epochs; mean over seeds {seeds[0]}–{seeds[-1]}, "
+                 "band: min–max", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "filters-by-epoch.png", dpi=110)
+    plt.close(fig)
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("early", "filters"))
+    ap.add_argument("what", choices=("early", "filters", "filters-epochs"))
     ap.add_argument("files", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, default=Path("results/trends"))
     ap.add_argument("--bn-only", action="store_true",
@@ -155,6 +220,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.what == "early":
         res = early(args.files, args.out)
+    elif args.what == "filters-epochs":
+        res = filters_by_epoch(args.files, args.out)
     elif args.bn_only:
         res = filters(args.files, None, args.out)
     else:
