@@ -23,7 +23,10 @@ heavy-time: the heavy-tail time law, population flows at P = 32, m = 2P, σ0 = 1
 cor23: Cor. 2.3's budget-tuned step (online SGD), the envelope's log-log slope over the window
 [n̂_1, n̂_P] at P = 8 and P = 16 (d = 24, m = 2P, lr_q = 0.1 a_q/d², q = 1, 2, 4, …, P;
 jobs/ren-unstable.toml and jobs/ren-unstable-p16.toml), beside the derived finite-P law
-(scaling.unstable_window_slope); P = 16 also at d = 16, the smallest d with P ≤ d.
+(scaling.unstable_window_slope); P = 16 also at d = 16, the smallest d with P ≤ d; P = 32 at
+d = 32 (jobs/ren-unstable-p32.toml, seeds 0-3). ``--run P,d`` limits it to some of these and
+``--seed-list`` to some seeds (two processes can share the seeds, each with its own --out;
+their cor23-rows.jsonl files joined, ``cor23-summary`` draws all).
 
 Wall times measured on the shared 2-core machine at load average 10-13 (nice 10, one
 process): ren-width 150 s (d = 64), 108 s (d = 128), 1254 s (d = 256), d = 512 stopped
@@ -32,7 +35,8 @@ and 238 s for 3 seeds at d = 4096; greedy-width 6 s, 11 s, 22 s, 86 s (P = 32 �
 heavy-time (load average 6-9): 2 s, 2 s, 27 s, 357 s for the 4 seeds at d = 64 … 512
 (β = 0.2; β = 0.35: 4 s, 3 s, 52 s, 478 s).
 cor23 (one process at nice 19, load average 4-6): 171 s (P = 8, d = 24), 487 s (P = 16,
-d = 24), 151 s (P = 16, d = 16), 8 seeds each.
+d = 24), 151 s (P = 16, d = 16), 8 seeds each (54 s, 190 s, 53 s at load average 2); P = 32,
+d = 32: 1879 s for 4 seeds (two processes of two seeds, 450-510 s a seed, load average 2-3).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -410,7 +415,8 @@ def colearning(out: Path) -> None:
 
 
 # (P, d, steps): steps ≥ 1.09 × the largest predicted n̂_P over the seeds run
-COR23_RUNS = ((8, 24, 1_200_000), (16, 24, 1_600_000), (16, 16, 600_000))
+COR23_RUNS = ((8, 24, 1_200_000), (16, 24, 1_600_000), (16, 16, 600_000), (32, 32, 9_200_000))
+"""(P, d, steps): steps ≥ 1.09 × the largest predicted n̂_P of seeds 0-7 (8.39·10⁶ at P = 32)."""
 
 
 def budget_tuned_seed(P: int, d: int, seed: int, steps: int) -> dict[str, Any]:
@@ -474,13 +480,16 @@ def envelope_slopes(row: dict[str, Any]) -> dict[str, Any]:
             "law": unstable_window_slope(P_, BETA)}
 
 
-def cor23(out: Path, seeds: range = range(8)) -> None:
-    """Rows of :func:`budget_tuned_seed` for ``COR23_RUNS`` (resumable), a summary with
-    bootstrap intervals over seeds, and the figure of the measured and derived slopes
-    against P."""
+def cor23(out: Path, seeds: Sequence[int] = range(8),
+          only: Sequence[tuple[int, int]] | None = None) -> None:
+    """Rows of :func:`budget_tuned_seed` for ``COR23_RUNS`` (or the (P, d) of ``only``;
+    resumable), a summary with bootstrap intervals over seeds, and the figure of the measured
+    and derived slopes against P."""
     path = out / "cor23-rows.jsonl"
     done = {(r["P"], r["d"], r["seed"]) for r in _rows(path)}
     for P_, d, steps in COR23_RUNS:
+        if only is not None and (P_, d) not in only:
+            continue
         for seed in seeds:
             if (P_, d, seed) not in done:
                 row = budget_tuned_seed(P_, d, seed, steps)
@@ -521,12 +530,13 @@ def cor23_summary(out: Path) -> None:
     axes[0].plot(Pl, law, "-", color="grey", label="derived law over [n̂_1, n̂_P]")
     axes[0].axhline(-(2 * BETA - 1) / (2 * BETA), ls="--", color="grey", lw=1,
                     label="P → ∞: −0.375")
-    for k, (d, mk) in enumerate(((24, "o"), (16, "s"))):
+    # (d, marker, x offset: d = 16 shares P = 16 with d = 24 and is drawn beside it)
+    for k, (d, mk, shift) in enumerate(((24, "o", 1.0), (16, "s", 1.05), (32, "^", 1.0))):
         keys = [(P_, f"P={P_},d={dd}") for P_, dd, _ in COR23_RUNS
                 if dd == d and f"P={P_},d={dd}" in summary]
         if not keys:
             continue
-        x = np.array([p for p, _ in keys], float) * (1 + 0.05 * k)
+        x = np.array([p for p, _ in keys], float) * shift
         for ax, key in ((axes[0], "slope"), (axes[1], "gap")):
             v = np.array([summary[s][key] for _, s in keys])
             n_s = "/".join(str(len(summary[s]["seeds"])) for _, s in keys)
@@ -556,6 +566,10 @@ def main() -> None:
     ap.add_argument("--d", default=None, help="ren-width: comma-separated d (default all)")
     ap.add_argument("--seeds", type=int, default=None,
                     help="ren-width, cor23: seeds 0 … N-1 (default 4; cor23: 8)")
+    ap.add_argument("--seed-list", default=None,
+                    help="cor23: comma-separated seeds (instead of --seeds)")
+    ap.add_argument("--run", action="append", default=None, metavar="P,d",
+                    help="cor23: only this (P, d) of COR23_RUNS (repeatable)")
     ap.add_argument("--narrow-only", action="store_true",
                     help="ren-width: only m < P (no m = 2P run)")
     args = ap.parse_args()
@@ -566,7 +580,11 @@ def main() -> None:
                   range(args.seeds) if args.seeds else SEEDS, not args.narrow_only)
         return
     if args.family == "cor23":
-        cor23(out, range(args.seeds) if args.seeds else range(8))
+        seeds = ([int(x) for x in args.seed_list.split(",")] if args.seed_list
+                 else range(args.seeds) if args.seeds else range(8))
+        only = ([tuple(int(x) for x in pd.split(",")) for pd in args.run]
+                if args.run else None)
+        cor23(out, seeds, only)  # type: ignore[arg-type]
         return
     if args.family == "cor23-summary":
         cor23_summary(out)
