@@ -687,9 +687,9 @@ def _leave(code: int) -> None:
     SIGINT (status -2) instead of 130. Measured under load: a ``store merge`` stopped by
     SIGTERM ended so in 9 of 310 runs; in the 70 runs where the flag was read at exit, both
     that ended -2 had it set and none of the 68 that ended 130 did; through this function,
-    0 of 200 ended -2. The command's clean-up has run
-    by now (the engine's ``finally`` blocks); the ``atexit`` functions run here, the standard
-    streams are flushed, and the status goes to the operating system directly.
+    0 of 200 ended -2. The command's clean-up has run by now (the engine's ``finally``
+    blocks); the ``atexit`` functions run here, the standard streams are flushed, and the
+    status goes to the operating system directly.
     """
     import atexit
 

@@ -139,9 +139,7 @@ def greedy_recovered_per_seed(d: int, seeds: range, jobs: int = 1) -> np.ndarray
     """scripts/claims_trends.py ren-width's narrow runs (P = 32, β = 0.8, σ0 = 1e-2,
     t_max = 30 d, early_stop, m = 4, 8, 16): per seed, the fraction of the greedy rule's tasks
     that are recovered, averaged over the three widths (``jobs`` seeds at a time)."""
-    if jobs == 1:
-        return np.array([_greedy_recovered(d, seed) for seed in seeds])
-    from joblib import Parallel, delayed
+    from joblib import Parallel, delayed  # n_jobs = 1 runs in this process, in order
 
     return np.array(Parallel(n_jobs=jobs)(delayed(_greedy_recovered)(d, s) for s in seeds))
 
