@@ -422,7 +422,7 @@ def _estimate_json(outcome: Any) -> dict[str, Any] | None:
             "compile_seconds": e.compile_seconds, "startup_seconds": e.startup_seconds,
             "wall_seconds": e.wall_seconds,
             "probe_points": e.probe_points, "workers": e.workers,
-            "upper_bound": e.bound is not None, "bound": e.bound}
+            "stops_early": e.stops_early, "bound_wall_seconds": e.bound_wall_seconds}
 
 
 def _print_dry_run(job: Any, opts: Any, outcome: Any) -> None:

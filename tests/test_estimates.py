@@ -294,29 +294,45 @@ def test_rhm_probe_runs_a_tenth_of_the_epochs_with_the_runs_density_of_evaluatio
     assert RHM._probe({**run, "epochs": 2})["epochs"] == 2  # short runs keep their epochs
 
 
-def test_grokking_early_stop_makes_the_dry_run_an_upper_bound(tmp_path: Path, cli) -> None:
+def test_grokking_early_stop_is_priced_at_its_share_with_the_bound_beside_it(
+        tmp_path: Path, cli) -> None:
     """grokking's ``early_stop`` ends a run at an accuracy no theory predicts, while its cost
-    prices the whole budget: the footprint declares it, and the dry run states its estimate
-    as an upper bound (``≤``, the reason) in its text and its JSON; without ``early_stop``
-    it is an estimate (``≈``)."""
+    counts the whole budget: the footprint declares the stop and its share
+    (:data:`EARLY_STOP_SHARE`), and the dry run prices the points at that share of their
+    cost, with the phrase and the bound of no early stop beside it (text and JSON); without
+    ``early_stop`` the whole cost is priced and no bound is given."""
     pytest.importorskip("torch")
-    from richlazy_cli.engine.estimation import Estimate
-    from richlazy_cli.models.grokking import Grokking
+    from richlazy_cli.engine.estimation import Estimate, expected_cost
+    from richlazy_cli.models.grokking import EARLY_STOP_SHARE, Grokking
 
     stopping = _values("grokking", early_stop=True, steps=10000, threshold=0.99)
-    assert "early_stop" in str(Grokking.footprint("train", stopping).stops_early)
-    assert Grokking.footprint("train", {**stopping, "early_stop": False}).stops_early is None
-    assert Estimate(60.0, 1.0, 1, 1, bound="x").describe().startswith("≤ 60 s on 1 worker (x)")
+    footprint = Grokking.footprint("train", stopping)
+    assert "early_stop" in str(footprint.stops_early)
+    assert footprint.stop_share == EARLY_STOP_SHARE == 0.5
+    assert expected_cost(footprint) == pytest.approx(0.5 * footprint.cost)
+    running = Grokking.footprint("train", {**stopping, "early_stop": False})
+    assert running.stops_early is None and running.stop_share == 1.0
+    assert expected_cost(running) == running.cost == footprint.cost
+    line = Estimate(30.0, 1.0, 1, 1, stops_early="x", bound_seconds=60.0).describe()
+    assert line.startswith("≈ 30 s on 1 worker (x; ≤ 60 s if none stops early)")
+    assert Estimate(30.0, 1.0, 1, 1, compile_seconds=2.0, startup_seconds=3.0,
+                    bound_seconds=60.0).bound_wall_seconds == 65.0
     args = ["sweep", "train", "grokking", "-p", "p=7", "-p", "d_model=8", "-p", "n_heads=2",
             "-p", "steps=40", "-g", "seed=range(2)", "-o", tmp_path / "g.h5", "--jobs", "1",
             "--dry-run"]
     text = cli(*args, "-p", "early_stop=true")
     assert text.code == 0, text.err
     line = next(x for x in text.out.splitlines() if x.startswith("estimated time:"))
-    assert line.startswith("estimated time: ≤ ")
-    assert "runs stop early at early_stop" in line and "40-step budget" in line
-    bound = json.loads(cli(*args, "-p", "early_stop=true", "--json").out)["estimate"]
-    assert bound["upper_bound"] is True and "early_stop" in bound["bound"]
+    assert line.startswith("estimated time: ≈ ")
+    assert "runs stop early at early_stop" in line and "0.5 of the 40-step budget" in line
+    assert "if none stops early" in line
+    priced = json.loads(cli(*args, "-p", "early_stop=true", "--json").out)["estimate"]
+    assert "early_stop" in priced["stops_early"]
+    once = priced["compile_seconds"] + priced["startup_seconds"]
+    # the computation at half the points' cost: at least half the bound's (a set-up per
+    # point is not halved) and below it
+    ratio = priced["seconds"] / (priced["bound_wall_seconds"] - once)
+    assert 0.5 * (1 - 1e-9) <= ratio < 1.0
     plain = json.loads(cli(*args, "--json").out)["estimate"]
-    assert plain["upper_bound"] is False and plain["bound"] is None
+    assert plain["stops_early"] is None and plain["bound_wall_seconds"] is None
     assert not (tmp_path / "g.h5").exists()

@@ -39,10 +39,13 @@ class Estimate:
     """The fixed costs, measured (:mod:`.startup`): the command's own start, its final write,
     and, for the short runs whose wall time they would dominate, its worker processes' start
     (0 when not measured)."""
-    bound: str | None = None
-    """Where some pending points may stop before the length their cost prices, at a point
-    nothing predicts (:attr:`.Footprint.stops_early`), the model's phrase saying so: the
-    estimate is then an upper bound (None: an estimate)."""
+    stops_early: str | None = None
+    """Where some pending points may stop before the length their cost counts, at a point
+    nothing predicts (:attr:`.Footprint.stops_early`), the model's phrase saying so and how
+    it is priced (None: the cost prices every point as it will run)."""
+    bound_seconds: float | None = None
+    """With :attr:`stops_early`, the computation if no point stopped early (``seconds``
+    prices them at their :attr:`.Footprint.stop_share`); None otherwise."""
 
     @property
     def wall_seconds(self) -> float:
@@ -50,16 +53,26 @@ class Estimate:
         one-off compilation (paid in parallel, once per worker)."""
         return self.seconds + self.compile_seconds + self.startup_seconds
 
+    @property
+    def bound_wall_seconds(self) -> float | None:
+        """The wall time if no point stopped early (None where none may)."""
+        if self.bound_seconds is None:
+            return None
+        return self.bound_seconds + self.compile_seconds + self.startup_seconds
+
     def describe(self) -> str:
         s = self.seconds
         points = f"{self.probe_points} point{'s' if self.probe_points != 1 else ''}"
         once = self.compile_seconds + self.startup_seconds
         extra = (f"; plus ≈ {_when(once)} to start up and compile"
                  if once >= 0.5 else "")
-        bound = f" ({self.bound})" if self.bound else ""
+        stops = ""
+        if self.stops_early:
+            bound = self.bound_seconds if self.bound_seconds is not None else s
+            stops = f" ({self.stops_early}; ≤ {_when(bound)} if none stops early)"
         return (
-            f"{'≤' if self.bound else '≈'} {_when(s)} on {self.workers} "
-            f"worker{'s' if self.workers != 1 else ''}{bound} "
+            f"≈ {_when(s)} on {self.workers} "
+            f"worker{'s' if self.workers != 1 else ''}{stops} "
             f"(probe of {points}: {self.probe_seconds:.2g} s, scaled by the model's cost"
             f"{extra})"
         )
@@ -90,11 +103,13 @@ that a model that vectorises a chunk is timed vectorised, as the sweep will run 
 
 def pending_cost(job: Job, pending: np.ndarray | None,
                  costliest: list[Any] | None = None,
-                 stops: set[str] | None = None) -> tuple[float, int]:
+                 stops: set[str] | None = None, expected: bool = False) -> tuple[float, int]:
     """The model's total cost of the ``pending`` points (a mask over the grid, or None for
     all), and the cheapest of them, once per distinct case (:func:`.footprint.case_sum`).
     A ``costliest`` list is set to ``[cost, values]`` of the costliest case (its values
-    prepared); a ``stops`` set gathers the cases' :attr:`.Footprint.stops_early` phrases."""
+    prepared); a ``stops`` set gathers the cases' :attr:`.Footprint.stops_early` phrases.
+    With ``expected``, a point that may stop early at a point nothing predicts counts its
+    :attr:`.Footprint.stop_share` of its cost (:func:`expected_cost`)."""
 
     def run(values: Any) -> float:
         footprint = job.footprint_of(values)
@@ -103,9 +118,16 @@ def pending_cost(job: Job, pending: np.ndarray | None,
             costliest[:] = [cost, dict(values)]
         if stops is not None and footprint.stops_early:
             stops.add(footprint.stops_early)
-        return cost
+        return expected_cost(footprint) if expected else cost
 
     return case_sum(job, pending, run)
+
+
+def expected_cost(footprint: Any) -> float:
+    """A point's cost as the dry run prices it: its :attr:`.Footprint.cost`, times its
+    :attr:`.Footprint.stop_share` where it may stop early at a point nothing predicts."""
+    share = footprint.stop_share if footprint.stops_early else 1.0
+    return float(footprint.cost) * float(share)
 
 
 def probe_of(job: Job, flat: int) -> dict[str, Any]:
@@ -152,7 +174,7 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
             pending[chunk] = True
     command = startup.command_startup(job.model.name)  # before the probe: what a run pays too
     costliest: list[Any] = []
-    stops: set[str] = set()  # the unpriced early stops: the estimate is then an upper bound
+    stops: set[str] = set()  # the early stops nothing predicts, priced at their stop_share
     total, cheapest = pending_cost(job, pending, costliest, stops)
     probe_values = probe_of(job, cheapest)
     probe_cost = job.model.footprint(job.action, probe_values).cost
@@ -203,30 +225,47 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
         fit = _fit_two_points(job, probe, probe_cost, costliest)
         if fit is not None:
             per_point, per_cost = fit
-    seconds = (per_cost * total + per_chunk * len(plan.chunks) + per_point * plan.pending
-               if probe_cost > 0 else probe * scale)
+    speedup = share.speedup(plan.workers)  # W workers on the cores that are free now
+
+    def computation(total: float, expected: bool) -> float:
+        """The sweep's computation for a total cost, its points priced at their expected
+        cost (their early stops nothing predicts at their stop_share) or at their whole
+        cost (none stops early)."""
+        if probe_cost <= 0:
+            return probe * scale / speedup
+        seconds = (per_cost * total + per_chunk * len(plan.chunks)
+                   + per_point * plan.pending) / speedup
+        if plan.workers > 1 and plan.pending <= MAKESPAN_POINTS:
+            # each worker runs at speedup / W of the probe's speed; chunks go in order to the
+            # first free one, so the uneven costs of a few chunks can outlast the average
+            slow = plan.workers / speedup
+
+            def cost_of(i: int) -> float:
+                footprint = job.model.footprint(job.action, job.values(i))
+                return expected_cost(footprint) if expected else float(footprint.cost)
+
+            chunk_seconds = [
+                slow * (per_cost * sum(cost_of(int(i)) for i in chunk)
+                        + per_chunk + per_point * len(chunk))
+                for chunk in plan.chunks]
+            seconds = max(seconds, makespan(chunk_seconds, plan.workers))
+        return seconds
+
+    bound: float | None = None
+    if stops:  # priced at their stop_share; the whole cost is the bound beside it
+        bound = computation(total, expected=False)
+        total = pending_cost(job, pending, expected=True)[0]
+    seconds = computation(total, expected=True)
     probe_bytes = 0.0
     if result.data is not None:
         probe_bytes = float(sum(item.nbytes for item in result.data.data_vars.values()))
-    speedup = share.speedup(plan.workers)  # W workers on the cores that are free now
-    seconds /= speedup
-    if probe_cost > 0 and plan.workers > 1 and plan.pending <= MAKESPAN_POINTS:
-        # each worker runs at speedup / W of the probe's speed; chunks go in order to the
-        # first free one, so the uneven costs of a few chunks can outlast the average
-        slow = plan.workers / speedup
-        chunk_seconds = [
-            slow * (per_cost * sum(float(job.model.footprint(job.action, job.values(int(i))).cost)
-                                   for i in chunk)
-                    + per_chunk + per_point * len(chunk))
-            for chunk in plan.chunks]
-        seconds = max(seconds, makespan(chunk_seconds, plan.workers))
     # the fixed costs (engine/startup.py): the command's own start, its final write, and
     # for short runs, where they are a good part of the wall time, its workers' start
     fixed = command + startup.final_write(job, result)
     if seconds < STARTUP_BELOW and plan.workers > 1:  # a pool of W, started and timed
         fixed += startup.pool_startup(job.model.name, plan.workers)
     return Estimate(seconds, probe, chunk_points, plan.workers, probe_bytes, compile_seconds,
-                    fixed, "; ".join(sorted(stops)) or None)
+                    fixed, "; ".join(sorted(stops)) or None, bound)
 
 
 def _fit_two_points(job: Job, probe: float, probe_cost: float, costliest: list[Any]

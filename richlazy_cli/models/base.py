@@ -126,7 +126,8 @@ def var(dims: tuple[str, ...], data: Any, long_name: str, units: str = "") -> xr
     return xr.Variable(dims, data, attrs)
 
 
-_HOOKS = ("cost", "probe", "output_bytes", "working_bytes", "max_workers", "stops_early")
+_HOOKS = ("cost", "probe", "output_bytes", "working_bytes", "max_workers", "stops_early",
+          "stop_share")
 """The parts of a :class:`Footprint` that :meth:`Model.footprint` builds from a family's hooks:
 ``_NAME`` declared by a family, or ``NAME``, the public hook a model declared before the
 footprint joined them (still honoured)."""
@@ -156,9 +157,11 @@ class Footprint:
     every size the cost depends on except the length (steps, time); it is built only when
     asked for, so that a footprint evaluated once per case of a grid stays cheap.
     ``stops_early`` says, in a phrase, that such a configuration may stop before the length
-    its cost prices, at a point nothing predicts (an accuracy reached); the dry run then
-    states its estimate as an upper bound, with that phrase (None: the cost prices the
-    run as it will go, its early stops included where it has any).
+    its cost prices, at a point nothing predicts (an accuracy reached), and ``stop_share``
+    is the share of its cost the dry run then prices it at, the model's prior for where it
+    stops; the dry run prints its estimate with that phrase and the bound of no early stop
+    beside it (None and 1: the cost prices the run as it will go, its early stops included
+    where it has any).
     """
 
     cost: float = 1.0
@@ -168,6 +171,7 @@ class Footprint:
     shorten: Callable[[], dict[str, Any]] | None = field(default=None, repr=False,
                                                          compare=False)
     stops_early: str | None = None
+    stop_share: float = 1.0
 
     @property
     def probe(self) -> dict[str, Any] | None:
@@ -348,9 +352,10 @@ class Model:
 
         Built from the parts a family declares as private class methods (:data:`_HOOKS`):
         ``_cost(values)``, ``_output_bytes(action, values)``, ``_working_bytes(action,
-        values)``, ``_probe(values)``, ``_max_workers(values)`` and ``_stops_early(values)``.
+        values)``, ``_probe(values)``, ``_max_workers(values)``, ``_stops_early(values)``
+        and ``_stop_share(values)``.
         A part left out takes its default: cost 1, bytes undeclared, the configuration
-        itself as its probe, no unpriced early stop, and one
+        itself as its probe, no unpredicted early stop (a share of 1), and one
         worker per GPU where the configuration's implementation runs on a device and its
         ``device`` is not ``cpu`` (:meth:`device_workers`). A model written against the older
         public hooks (``cost``, ``probe``, ``output_bytes``, ``working_bytes``,
@@ -364,13 +369,15 @@ class Model:
         workers = _hook(cls, "max_workers")
         shorten = _hook(cls, "probe")
         stops = _hook(cls, "stops_early")
+        share = _hook(cls, "stop_share")
         return Footprint(
             1.0 if cost is None else float(cost(values)),
             None if output is None else output(action, values),
             None if working is None else working(action, values),
             cls.device_workers(values, action) if workers is None else workers(values),
             (lambda: dict(values)) if shorten is None else (lambda: dict(shorten(values))),
-            None if stops is None else stops(values))
+            None if stops is None else stops(values),
+            1.0 if share is None else float(share(values)))
 
     @classmethod
     def device_workers(cls, values: Mapping[str, Any], action: str | None = None) -> int | None:
