@@ -66,8 +66,8 @@ def modular_data(p: int, op: str) -> tuple[np.ndarray, np.ndarray]:
     """Inputs (N, 4) = [x, op, y, =] with tokens op = p, "=" = p + 1, and labels (x ∘ y) mod p
     (docs/grokking.md eq. (1)); x/y is x·y^(p−2) mod p over y ≠ 0 (p prime)."""
     y0 = 1 if op == "x/y" else 0
-    x, y = np.meshgrid(np.arange(p), np.arange(y0, p), indexing="ij")
-    x, y = x.ravel().astype(np.int64), y.ravel().astype(np.int64)
+    grid_x, grid_y = np.meshgrid(np.arange(p), np.arange(y0, p), indexing="ij")
+    x, y = grid_x.ravel().astype(np.int64), grid_y.ravel().astype(np.int64)
     if op == "x+y":
         labels = (x + y) % p
     elif op == "x-y":
@@ -139,7 +139,7 @@ class Grokking(Model):
     }
 
     @classmethod
-    def check(cls, action: str, values: dict[str, Any]) -> None:
+    def check(cls, action: str, values: Mapping[str, Any]) -> None:
         p, op = values["p"], values["op"]
         if op == "x/y" and not is_prime(p):
             raise BadInput(f"parameter p: x/y needs a prime modulus; {p} is not prime")
