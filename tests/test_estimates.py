@@ -297,19 +297,27 @@ def test_rhm_probe_runs_a_tenth_of_the_epochs_with_the_runs_density_of_evaluatio
 def test_grokking_early_stop_is_priced_at_its_share_with_the_bound_beside_it(
         tmp_path: Path, cli) -> None:
     """grokking's ``early_stop`` ends a run at an accuracy no theory predicts, while its cost
-    counts the whole budget: the footprint declares the stop and its share
-    (:data:`EARLY_STOP_SHARE`), and the dry run prices the points at that share of their
-    cost, with the phrase and the bound of no early stop beside it (text and JSON); without
-    ``early_stop`` the whole cost is priced and no bound is given."""
+    counts the whole budget: the footprint declares the stop and its expected share of the
+    budget, :data:`DECAY_TIMES_TO_STOP` weight-decay time scales ``τ²/(lr λ)`` (at most the
+    budget), and the dry run prices the points at that share of their cost, with the phrase
+    and the bound of no early stop beside it (text and JSON); without ``early_stop`` the
+    whole cost is priced and no bound is given."""
     pytest.importorskip("torch")
     from richlazy_cli.engine.estimation import Estimate, expected_cost
-    from richlazy_cli.models.grokking import EARLY_STOP_SHARE, Grokking
+    from richlazy_cli.models.grokking import DECAY_TIMES_TO_STOP, Grokking
 
-    stopping = _values("grokking", early_stop=True, steps=10000, threshold=0.99)
+    stopping = _values("grokking", early_stop=True, steps=10000, threshold=0.99, lr=1e-3,
+                       weight_decay=1.0, tau=1.0)
     footprint = Grokking.footprint("train", stopping)
     assert "early_stop" in str(footprint.stops_early)
-    assert footprint.stop_share == EARLY_STOP_SHARE == 0.5
-    assert expected_cost(footprint) == pytest.approx(0.5 * footprint.cost)
+    # 1/(η λ) = 1000 steps: 5.5 of them, of the 10,000-step budget
+    assert DECAY_TIMES_TO_STOP == 5.5 and footprint.stop_share == pytest.approx(0.55)
+    assert expected_cost(footprint) == pytest.approx(0.55 * footprint.cost)
+    step4 = Grokking.footprint("train", {**stopping, "tau": 0.5})  # η = 4e-3: 250 steps
+    assert step4.stop_share == pytest.approx(5.5 * 250 / 10000)
+    short = Grokking.footprint("train", {**stopping, "steps": 2000})  # 5,500 > the budget
+    assert short.stop_share == 1.0 and expected_cost(short) == short.cost
+    assert Grokking.footprint("train", {**stopping, "weight_decay": 0.0}).stop_share == 1.0
     running = Grokking.footprint("train", {**stopping, "early_stop": False})
     assert running.stops_early is None and running.stop_share == 1.0
     assert expected_cost(running) == running.cost == footprint.cost
@@ -317,22 +325,23 @@ def test_grokking_early_stop_is_priced_at_its_share_with_the_bound_beside_it(
     assert line.startswith("≈ 30 s on 1 worker (x; ≤ 60 s if none stops early)")
     assert Estimate(30.0, 1.0, 1, 1, compile_seconds=2.0, startup_seconds=3.0,
                     bound_seconds=60.0).bound_wall_seconds == 65.0
+    # lr 0.5: 1/(η λ) = 2 steps, so a stop expected at 11 of the 40 (a share of 0.275)
     args = ["sweep", "train", "grokking", "-p", "p=7", "-p", "d_model=8", "-p", "n_heads=2",
-            "-p", "steps=40", "-g", "seed=range(2)", "-o", tmp_path / "g.h5", "--jobs", "1",
-            "--dry-run"]
+            "-p", "steps=40", "-p", "lr=0.5", "-g", "seed=range(2)", "-o", tmp_path / "g.h5",
+            "--jobs", "1", "--dry-run"]
     text = cli(*args, "-p", "early_stop=true")
     assert text.code == 0, text.err
     line = next(x for x in text.out.splitlines() if x.startswith("estimated time:"))
     assert line.startswith("estimated time: ≈ ")
-    assert "runs stop early at early_stop" in line and "0.5 of the 40-step budget" in line
+    assert "runs stop early at early_stop" in line and "weight decay's time scale" in line
     assert "if none stops early" in line
     priced = json.loads(cli(*args, "-p", "early_stop=true", "--json").out)["estimate"]
     assert "early_stop" in priced["stops_early"]
     once = priced["compile_seconds"] + priced["startup_seconds"]
-    # the computation at half the points' cost: at least half the bound's (a set-up per
-    # point is not halved) and below it
+    # the computation at 0.275 of the points' cost: at least that share of the bound's (a
+    # set-up per point is not shortened) and below it
     ratio = priced["seconds"] / (priced["bound_wall_seconds"] - once)
-    assert 0.5 * (1 - 1e-9) <= ratio < 1.0
+    assert 0.275 * (1 - 1e-9) <= ratio < 0.9
     plain = json.loads(cli(*args, "--json").out)["estimate"]
     assert plain["stops_early"] is None and plain["bound_wall_seconds"] is None
     assert not (tmp_path / "g.h5").exists()

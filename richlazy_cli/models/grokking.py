@@ -42,14 +42,15 @@ from ._grokking_schedule import BETAS, EVAL_ROWS, WARMUP_START, WARMUP_STEPS
 from .base import Batch, Model, Progress, register, rng, var
 from .params import Param
 
-EARLY_STOP_SHARE = 0.5
-"""The share of the step budget at which the dry run prices a run with ``early_stop``
-(docs/estimates.md, "grokking's early stop"). Where a run groks is what the model measures,
-so no theory gives the step; half the budget, the geometric middle of a quarter of it and
-all of it, puts the estimate within 2× of the run whenever the runs stop on average
-between those two, as they do where the budget is chosen at one to four times the expected
-grokking time (the measured stops of ``jobs/grokking-reduced.toml``: 27–97% of the budget,
-55% on average). The dry run prints the budget's whole time beside it as the bound."""
+DECAY_TIMES_TO_STOP = 5.5
+"""Where the dry run expects a run with ``early_stop`` to stop, in units of AdamW's
+weight-decay time scale ``1/(η λ)`` steps (η = lr/τ², the step; λ = ``weight_decay``; the
+decoupled decay multiplies the weights by ``1 − η λ`` a step): :meth:`Grokking._stop_share`
+(docs/estimates.md, "grokking's early stop"). Grokking waits for the weight decay to
+shrink the memorising solution (Liu et al. 2023, *Omnigrok*), so its step scales with that
+time scale; no theory gives the factor. 5.5 is the mean stop of ``jobs/grokking-reduced.toml``'s
+nine runs (5,550 steps at ``1/(η λ)`` = 1,000; α = 0.3–3 spreads them over 2,700–9,700);
+the job files at other steps (τ = 0.5 and 1.5, a held step, a 2,000-step budget) check it."""
 
 OPS = ("x+y", "x-y", "x*y", "x/y")
 SEQ_POSITIONS = 5
@@ -171,18 +172,24 @@ class Grokking(Model):
     def _stops_early(cls, values: Mapping[str, Any]) -> str | None:
         """With ``early_stop`` a run ends once both accuracies reach ``threshold``, at a
         step that no theory predicts (where a run groks is what this model measures), while
-        the cost counts the whole budget: the dry run prices it at
-        :data:`EARLY_STOP_SHARE` of the budget and says so."""
+        the cost counts the whole budget: the dry run prices it at :meth:`_stop_share` of
+        the budget and says so."""
         if not values.get("early_stop"):
             return None
         return (f"runs stop early at early_stop, once both accuracies reach "
-                f"{float(values['threshold']):g}, at a step nothing predicts; priced at "
-                f"{EARLY_STOP_SHARE:g} of the {int(values['steps'])}-step budget")
+                f"{float(values['threshold']):g}; priced at {DECAY_TIMES_TO_STOP:g} times the "
+                f"weight decay's time scale, τ²/(lr·weight_decay) steps, within the budget")
 
     @classmethod
     def _stop_share(cls, values: Mapping[str, Any]) -> float:
-        """:data:`EARLY_STOP_SHARE` with ``early_stop``, else 1 (every step runs)."""
-        return EARLY_STOP_SHARE if values.get("early_stop") else 1.0
+        """The share of the step budget a run is expected to take: with ``early_stop``,
+        :data:`DECAY_TIMES_TO_STOP` times AdamW's weight-decay time scale ``τ²/(lr λ)``
+        over ``steps``, at most 1 (a budget shorter than that runs whole); 1 without
+        ``early_stop`` or without weight decay (nothing then drives the grokking)."""
+        decay = float(values["lr"]) / float(values["tau"]) ** 2 * float(values["weight_decay"])
+        if not values.get("early_stop") or decay <= 0:
+            return 1.0
+        return min(1.0, DECAY_TIMES_TO_STOP / decay / int(values["steps"]))
 
     @classmethod
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
