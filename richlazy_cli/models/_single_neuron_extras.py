@@ -22,10 +22,14 @@ Whitened data, :math:`b = \|\beta^*\|`, :math:`\gamma^2 = \eta_a\eta_w`,
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ._single_neuron_halves import _halves
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 
 def basin_score(a0: np.ndarray, w0: np.ndarray, delta: np.ndarray, beta_star: np.ndarray,
@@ -110,8 +114,8 @@ def preconditioner_inverse(beta: np.ndarray, delta: float, eta_a: float = 1.0,
     beta = np.asarray(beta, dtype=float)
     g2 = eta_a * eta_w
     r2 = float(beta @ beta)
-    _, p, _ = _halves(np.asarray(delta, dtype=float), g2 * r2)
-    p = float(p)
+    _, p_arr, _ = _halves(np.asarray(delta, dtype=float), g2 * r2)
+    p = float(p_arr)
     d = beta.size
     return (np.eye(d) - g2 * np.outer(beta, beta) / (p * p + g2 * r2)) / p
 
@@ -147,7 +151,7 @@ def psi_delta(beta: np.ndarray, delta: float) -> float:
 
 def extra_outputs(a: np.ndarray, w: np.ndarray, a0: np.ndarray, w0: np.ndarray,
                   delta: np.ndarray, eta_a: np.ndarray, eta_w: np.ndarray, ref: np.ndarray,
-                  whitened: bool) -> dict[str, object]:
+                  whitened: bool) -> dict[str, xr.Variable]:
     r"""The variables ``nu``, ``upsilon`` (over ``point, method, time``), ``basin_score`` and
     ``a_inf_sign`` (over ``point``) of the ``single-neuron`` model, from ``a`` (B, M, T), ``w``
     (B, M, T, d), the initial weights and the reference predictor ``ref`` (B, d) (:math:`\beta^*`

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 
-def _halves(delta: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _halves(delta: np.ndarray | float, x: np.ndarray | float
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""``(kappa, p, q)`` with :math:`\kappa = \sqrt{\delta^2 + 4x}`, :math:`p = (\kappa+\delta)/2`,
     :math:`q = (\kappa-\delta)/2`, for :math:`x \ge 0`, without cancellation.
 

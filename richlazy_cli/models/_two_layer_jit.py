@@ -77,10 +77,12 @@ def gemm(m: int, n: int, k: int, A: np.ndarray, offa: int, lda: int, B: np.ndarr
             ints[2:].ctypes, scal.ctypes, A.ravel()[offa:].ctypes, ints[3:].ctypes,
             B.ravel()[offb:].ctypes, ints[4:].ctypes, scal[1:].ctypes,
             C.ravel()[offc:].ctypes, ints[5:].ctypes)
+    # an ExternalFunction is callable only in compiled code (numba types the call there); its
+    # stub describes the Python-level call that builds a signature
     if scal.itemsize == 8:
-        _DGEMM(*args)
+        _DGEMM(*args)  # type: ignore[call-overload]
     else:
-        _SGEMM(*args)
+        _SGEMM(*args)  # type: ignore[call-overload]
 
 
 @njit(cache=True, nogil=True)

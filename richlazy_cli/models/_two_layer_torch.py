@@ -505,9 +505,9 @@ class _CheckpointMetrics:
         self.XtT = [torch.as_tensor(np.ascontiguousarray(x.T)).to(dev, dt) for x in X_test]
         self.y_test = [torch.as_tensor(y).to(dev, dt) for y in y_test]
         n_ck = len(run.checkpoints)
-        self.out = {name: np.full((B, n_ck), np.nan) for name in
-                    ("train_loss", "test_loss", "kernel_distance", "hamming_distance",
-                     "param_distance")}
+        self.out: dict[str, np.ndarray] = {
+            name: np.full((B, n_ck), np.nan) for name in
+            ("train_loss", "test_loss", "kernel_distance", "hamming_distance", "param_distance")}
         if run.save_params:
             self.W_hist = np.full((B, n_ck, h, d), np.nan)
             self.a_hist = np.full((B, n_ck, h), np.nan)

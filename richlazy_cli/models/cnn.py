@@ -128,7 +128,7 @@ class CNN(Model):
     }
 
     @classmethod
-    def check(cls, action: str, values: dict[str, Any]) -> None:
+    def check(cls, action: str, values: Mapping[str, Any]) -> None:
         if values["dataset"] != "npz" and values.get("data_file") is not None:
             raise BadInput("parameter data_file: only read when dataset = npz")
         shape = sources.check_source(values["dataset"], values.get("data_file"))

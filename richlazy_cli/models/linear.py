@@ -166,8 +166,9 @@ def gradients(
     dWs = []
     for i in range(len(Ws)):
         g = _tr(left[i]) @ AGt
-        if right[i] is not None:
-            g = g @ _tr(right[i])
+        r = right[i]
+        if r is not None:
+            g = g @ _tr(r)
         dWs.append(g)
     return dWs, P @ G
 
@@ -194,7 +195,8 @@ def ntk_factors(
     c = A.shape[-1]
     out = [(eta_a * (P.T @ P), np.eye(c))]
     for i in range(len(Ws)):
-        S = eta_w * np.eye(d) if right[i] is None else eta_w * (right[i].T @ right[i])
+        r = right[i]
+        S = eta_w * np.eye(d) if r is None else eta_w * (r.T @ r)
         LA = left[i].T @ A
         out.append((S, LA.T @ LA))
     return out
@@ -831,9 +833,9 @@ class Linear(Model):
         ds["time"] = var(("point", "step"), lr[:, 0] * record[None, :].astype(float),
                          "gradient-flow time lr × step", "time")
         teacher = np.full((B, d, c), np.nan)
-        for i, dt in enumerate(datas):
+        for k, dt in enumerate(datas):
             if dt.beta_star is not None:
-                teacher[i] = dt.beta_star
+                teacher[k] = dt.beta_star
         ds["beta_star"] = _teacher_variable(teacher)
         return ds
 

@@ -136,7 +136,7 @@ class RHM(Model):
     }
 
     @classmethod
-    def check(cls, action: str, values: dict[str, Any]) -> None:
+    def check(cls, action: str, values: Mapping[str, Any]) -> None:
         n_c, m, s, v = values["n_classes"], values["m"], values["s"], values["v"]
         if n_c * m > v**s:
             raise BadInput(f"parameters n_classes, m: n_c*m = {n_c * m} exceeds v^s = {v**s} "

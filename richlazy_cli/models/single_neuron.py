@@ -407,7 +407,8 @@ def implicit_interpolant(
             tau2 = (disc - bq) / (2.0 * eta_a[i] * c2)
         lam0 = sig[i] * np.sqrt(tau2) * lam_dir
 
-        def weights(lam: np.ndarray, i: int = i, wn: np.ndarray = wn) -> tuple[float, np.ndarray]:
+        def weights(lam: np.ndarray, i: np.intp = i,
+                    wn: np.ndarray = wn) -> tuple[float, np.ndarray]:
             w = wn + X.T @ lam
             a = sig[i] * np.sqrt(max(delta[i] + eta_a[i] * (w @ w), 0.0) / eta_w[i])
             return a, w
@@ -625,7 +626,7 @@ class SingleNeuron(Model):
         alpha, shape = values.get("alpha"), values.get("s")
         if (alpha is None) != (shape is None):
             raise BadInput("parameter alpha: Azulay's alpha and s must be given together")
-        if alpha is not None:
+        if alpha is not None and shape is not None:  # given together (checked above)
             if values.get("a0") is not None or values.get("w0") is not None:
                 raise BadInput("parameter alpha: give either alpha and s, or a0 and w0")
             length("beta0")
@@ -787,10 +788,11 @@ class SingleNeuron(Model):
         a = np.stack(a_list, axis=1)  # (B, M, T)
         w = np.stack(w_list, axis=1)  # (B, M, T, d)
         ds = self._dataset(a, w, eta_a, eta_w, G, X, y, c, ref, times, methods)
-        whitened = X is None or float(np.max(np.abs(G - np.eye(d)))) <= WHITENING_TOL
+        # G is None exactly when X is
+        whitened = G is None or float(np.max(np.abs(G - np.eye(d)))) <= WHITENING_TOL
         ds = ds.assign(extra_outputs(a, w, a0, w0, delta, eta_a, eta_w, ref, whitened))
 
-        if X is not None and null_space(X).shape[1] > 0:
+        if G is not None and null_space(X).shape[1] > 0:
             a_inf = np.empty(B)
             w_inf = np.empty((B, d))
             for i in range(B):

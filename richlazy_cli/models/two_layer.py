@@ -482,9 +482,9 @@ class _Metrics:
         self.W0 = W.astype(np.float64)
         self.a0 = a.astype(np.float64)
         nan = np.full((B, n_ck), np.nan)
-        self.out = {name: nan.copy() for name in
-                    ("train_loss", "test_loss", "kernel_distance", "hamming_distance",
-                     "param_distance")}
+        self.out: dict[str, np.ndarray] = {
+            name: nan.copy() for name in
+            ("train_loss", "test_loss", "kernel_distance", "hamming_distance", "param_distance")}
         if save_params:
             self.W_hist = np.full((B, n_ck, h, d), np.nan)
             self.a_hist = np.full((B, n_ck, h), np.nan)
