@@ -107,10 +107,10 @@ replaced as they are, before the rest of the text is converted."""
 
 def to_mathtext(text: str) -> str:
     """``text`` with its plain-text mathematics as mathtext (see the module docstring)."""
-    for plain, math in PHRASES:
+    for plain, typeset in PHRASES:
         if plain in text:
             head, _, tail = text.partition(plain)
-            return f"{to_mathtext(head) if head else ''}{math}" \
+            return f"{to_mathtext(head) if head else ''}{typeset}" \
                 f"{to_mathtext(tail) if tail else ''}"
     words = text.replace("$", r"\$").split(" ")
     pieces: list[tuple[str, bool]] = []  # (text, is mathematics)

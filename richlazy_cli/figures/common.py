@@ -106,17 +106,21 @@ def plain_math(text: str) -> list[str]:
 
 def _texts(fig: Figure) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
-    if fig._suptitle is not None:
-        out.append(("suptitle", fig._suptitle))
+    # the title Text objects are private attributes: matplotlib's getters give only strings
+    suptitle = fig._suptitle  # type: ignore[attr-defined]
+    if suptitle is not None:
+        out.append(("suptitle", suptitle))
     for legend in fig.legends:
         out += [("legend", t) for t in legend.get_texts()]
     for ax in fig.axes:
         if not ax.get_visible():
             continue
-        out += [("title", t) for t in (ax.title, ax._left_title, ax._right_title)]
+        side_titles = (ax._left_title, ax._right_title)  # type: ignore[attr-defined]
+        out += [("title", t) for t in (ax.title, *side_titles)]
         out += [("xlabel", ax.xaxis.label), ("ylabel", ax.yaxis.label)]
-        if ax.get_legend() is not None:
-            out += [("legend", t) for t in ax.get_legend().get_texts()]
+        ax_legend = ax.get_legend()
+        if ax_legend is not None:
+            out += [("legend", t) for t in ax_legend.get_texts()]
     return [(k, t) for k, t in out if t.get_text() and t.get_visible()]
 
 

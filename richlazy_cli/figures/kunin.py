@@ -27,7 +27,7 @@ POSITIVE, NEGATIVE = "#c0392b", "#2c6fbb"
 def _delta_colours(deltas: Sequence[float]) -> list[Any]:
     """Downstream (δ < 0) blue, balanced black, upstream (δ > 0) red, darker with |δ|."""
     top = max([abs(d) for d in deltas] + [1e-12])
-    out = []
+    out: list[Any] = []  # colour names and RGBA tuples
     for d in deltas:
         if d == 0:
             out.append("k")

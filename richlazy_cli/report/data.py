@@ -25,7 +25,7 @@ import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import xarray as xr
@@ -115,7 +115,7 @@ class ResultFile:
 
     @property
     def model_dims(self) -> list[str]:
-        return [d for d in self.ds.dims if d not in self.grid]
+        return [str(d) for d in self.ds.dims if d not in self.grid]
 
     def is_numeric(self, dim: str) -> bool:
         if dim not in self.ds.coords:
@@ -260,7 +260,7 @@ def select(
     unless ``--at seed=...`` picks one; see the module docstring for the other dimensions.
     """
     notes: list[str] = []
-    for dim in [d for d in da.dims if d not in keep]:
+    for dim in [str(d) for d in da.dims if d not in keep]:
         if dim in at:
             da = da.isel({dim: at[dim]})
             notes.append(f"{dim} = {format_value(da[dim].values) if dim in da.coords else at[dim]}")
@@ -277,7 +277,8 @@ def select(
             notes.append(f"{dim} = {value}" + (" (last)" if index == -1 else ""))
         else:  # a model dimension of a vector or set (dim, output, neuron): its norm
             attrs = dict(da.attrs)
-            da = np.sqrt((da * da).sum(dim, skipna=False))
+            # NumPy's ufunc gives a DataArray back (__array_ufunc__); its stubs say ndarray
+            da = cast(xr.DataArray, np.sqrt((da * da).sum(dim, skipna=False)))
             da.attrs = attrs
             notes.append(f"{COMPONENT_NORM} over {dim}")
     return da, notes

@@ -418,7 +418,7 @@ def draw_theory(
             if group is not None:
                 parts.append(_group_label(group, value))
             # two time points are two states, not a trajectory: markers, no joining line
-            style = {"ls": "none", "marker": "o", "ms": 3} if xs.size <= 2 else {}
+            style: dict[str, Any] = {"ls": "none", "marker": "o", "ms": 3} if xs.size <= 2 else {}
             ax.plot(xs, ys, color=palette[k], label=", ".join(parts), zorder=2, **style)
             k += 1
             if ref is not None:

@@ -252,8 +252,9 @@ def fit_scaling(ds: xr.Dataset, window: tuple[float, float] | None = None) -> di
     L = mean_loss(ds)
     beta = _beta(ds)
     theory = theory_exponents(beta) if beta is not None else {}
-    fits = {"time": _fit_time(ds, L, window), "width": _fit_width(ds, L),
-            "compute": _fit_compute(L, finite_p_offset(_params(ds).get("P"), beta))}
+    fits: dict[str, Any] = {
+        "time": _fit_time(ds, L, window), "width": _fit_width(ds, L),
+        "compute": _fit_compute(L, finite_p_offset(_params(ds).get("P"), beta))}
     for key, fit in fits.items():
         fit["theory"] = theory.get(key, math.nan)
         if "corrected" in fit:
@@ -467,7 +468,8 @@ def scaling_figures(ds: xr.Dataset, out_dir: pathlib.Path, stem: str,
         ax.loglog(t[pos], L.values[i, pos], color=colours[i], lw=1, label=f"m={m}")
     if fit["window"]:
         ax.axvspan(*fit["window"], color="0.9", zorder=0)
-        line(ax, fit, *fit["window"], None)
+        lo, hi = fit["window"]
+        line(ax, fit, lo, hi, None)
     ax.set_xlabel("time t")
     ax.set_ylabel("population loss")
     ax.legend(fontsize=7)
@@ -498,7 +500,8 @@ def scaling_figures(ds: xr.Dataset, out_dir: pathlib.Path, stem: str,
     if C.size:
         ax.loglog(C, E, "k:", lw=1.5, label="lower envelope")
     if fit["window"]:
-        line(ax, fit, *fit["window"], None)
+        lo, hi = fit["window"]
+        line(ax, fit, lo, hi, None)
     ax.set_xlabel("compute C = m·t")
     ax.set_ylabel("population loss")
     ax.legend(fontsize=7)

@@ -14,13 +14,16 @@ import contextlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib import colors, rc_context
 from matplotlib.figure import Figure
 
 from .options import Format
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType  # not in every matplotlib: annotations only
 
 WIDTH = 3.4  # inches: one column of a two-column paper
 HEIGHT = 2.6
@@ -31,7 +34,7 @@ SEQUENTIAL = "viridis"
 DIVERGING = "RdBu_r"
 FORMATS = tuple(f.value for f in Format)
 
-RC: dict[str, Any] = {
+RC: dict[RcKeyType, Any] = {
     "font.size": 8,
     "axes.titlesize": 8,
     "axes.labelsize": 8,
