@@ -133,7 +133,7 @@ def run_sweep(request: Any, command: list[str], before: Any = None,
     from richlazy_cli.engine.job import prepare_sweep
     from richlazy_cli.engine.run import execute
 
-    job, out, opts = prepare_sweep(request, **flags)
+    job, out, opts = prepare_sweep(request, None, **flags)  # env: this process's environment
     if before is not None:
         before(job, out, opts)
     return job, out, execute(job, out, opts, command)

@@ -21,7 +21,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import click
 import typer
@@ -66,22 +66,28 @@ app = typer.Typer(
 app.add_typer(store_app, name="store")
 
 
-def _click_classes(name: str) -> tuple[type[BaseException], ...]:
-    """An exception class from click and, where typer vendors its own click, from typer."""
-    classes = {getattr(click.exceptions, name)}
+_E = TypeVar("_E", bound=BaseException)
+
+
+def _click_classes(cls: type[_E]) -> tuple[type[_E], ...]:
+    """An exception class of click and, where typer vendors its own click, typer's class of
+    that name (a copy, not a subclass: typed as ``cls``, whose attributes the handlers use)."""
+    classes = {cls}
     try:
         from typer._click import exceptions as vendored
     except ImportError:  # typer that uses click itself
         pass
     else:
-        classes.add(getattr(vendored, name, getattr(click.exceptions, name)))
+        classes.add(getattr(vendored, cls.__name__, cls))
     return tuple(classes)
 
 
-_EXITS = (*_click_classes("Exit"), typer.Exit)
-_ABORTS = (*_click_classes("Abort"), typer.Abort)
-_NO_ARGS = _click_classes("NoArgsIsHelpError")
-_USAGE_ERRORS = _click_classes("ClickException")
+_EXITS: tuple[type[click.exceptions.Exit] | type[typer.Exit], ...] = (
+    *_click_classes(click.exceptions.Exit), typer.Exit)
+_ABORTS: tuple[type[click.exceptions.Abort] | type[typer.Abort], ...] = (
+    *_click_classes(click.exceptions.Abort), typer.Abort)
+_NO_ARGS = _click_classes(click.exceptions.NoArgsIsHelpError)
+_USAGE_ERRORS = _click_classes(click.exceptions.ClickException)
 
 
 def _version(value: bool) -> None:

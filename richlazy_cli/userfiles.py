@@ -173,6 +173,10 @@ def read_npz(
     return out
 
 
+_MEMBER_ERRORS: tuple[type[BaseException], ...] = (*UNREADABLE, MemoryError, OverflowError)
+"""What reading one member can raise when the archive is damaged or its header is absurd."""
+
+
 def _member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, budget: int,
             dtype: type | None) -> np.ndarray:
     try:
@@ -209,5 +213,5 @@ def _member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, budget:
             return arr.copy()
     except BadInput:
         raise
-    except (*UNREADABLE, MemoryError, OverflowError) as exc:
+    except _MEMBER_ERRORS as exc:
         raise BadInput(f"{where} cannot be read ({type(exc).__name__})") from None

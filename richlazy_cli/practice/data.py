@@ -143,7 +143,8 @@ def _inputs(X: np.ndarray, key: str, path: str) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=4)
-def read_npz(path: str, mtime: float) -> tuple[np.ndarray, ...]:
+def read_npz(path: str, mtime: float
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """(X, y, X_test, y_test) of a user's ``.npz`` file, validated (X_test and y_test may be
     None). Any problem is BadInput naming the file and what is wrong."""
     # a regular file, headers checked before loading, only the four arrays read
@@ -185,9 +186,9 @@ def load(dataset: str, seed: int, data_file: str | None = None) -> DataSplit:
         test = (Xt, yt)
     elif dataset == "npz":
         assert data_file is not None
-        X, y, Xt, yt = read_npz(data_file, os.path.getmtime(data_file))
-        if Xt is not None:
-            test = (Xt, yt)
+        X, y, Xt_npz, yt_npz = read_npz(data_file, os.path.getmtime(data_file))
+        if Xt_npz is not None and yt_npz is not None:  # read_npz gives both or neither
+            test = (Xt_npz, yt_npz)
     else:
         raise BadInput(f"unknown dataset {dataset!r}; known: {', '.join(SOURCES)}")
     if test is None:
