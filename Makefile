@@ -20,7 +20,7 @@ help:
 	@echo "make demo      install, then run the demo sweeps and report"
 	@echo "make test      install, then run the test suite"
 	@echo "make test-claims  the papers' claims, cheapest honest versions (marker claims)"
-	@echo "make lint      ruff and mypy (the compute layer and the engine)"
+	@echo "make lint      ruff and mypy (richlazy_cli and richlazy)"
 	@echo "make bench     run the benchmark scripts in bench/"
 	@echo "make fig3      single-neuron theory against simulation -> reports/fig3/index.html"
 	@echo "make fig1b-small  two-layer (tau, delta) phase diagram -> reports/fig1b-small/"
