@@ -19,12 +19,20 @@ from richlazy_cli.engine.run import make_plan
 from .conftest import assert_one_line_error
 
 ROOT = Path(__file__).resolve().parents[1]
-JOBS = sorted((ROOT / "jobs").glob("*.toml"))
+JOBS = sorted((ROOT / "jobs").glob("*.toml")) + sorted((ROOT / "jobs" / "paper").glob("*.toml"))
+"""Every job file: jobs/ and the paper gallery's small ones in jobs/paper/ (``make paper``)."""
+
+
+def _name(job: Path) -> str:
+    """A job file's name relative to jobs/, without ``.toml`` (``fig1a``, ``paper/ren-fig2``)."""
+    return job.relative_to(ROOT / "jobs").with_suffix("").as_posix()
+
+
 GPU_ONLY = {"fig1b-gpu"}
 """Job files that ask for ``device = "cuda"``: refused (one line) on a machine without one."""
 SLOW_PROBES = {"filters-digits24", "filters-digits24-small", "grokking-alpha",
                "grokking-reduced", "rhm-alpha", "rhm-alpha-small", "cnn-digits-alpha",
-               "cnn-digits-alpha-small"}
+               "cnn-digits-alpha-small", "paper/kunin-fig6b"}
 """Job files whose dry-run probe trains a practice model (10-100 s on 2 cores)."""
 
 
@@ -38,12 +46,13 @@ def _has_cuda() -> bool:
 
 def test_the_job_list_is_complete() -> None:
     assert len(JOBS) >= 30
-    assert {p.stem for p in JOBS} >= GPU_ONLY | SLOW_PROBES
+    assert {_name(p) for p in JOBS} >= GPU_ONLY | SLOW_PROBES
+    assert sum(_name(p).startswith("paper/") for p in JOBS) >= 16
 
 
-@pytest.mark.parametrize("job", JOBS, ids=[p.stem for p in JOBS])
+@pytest.mark.parametrize("job", JOBS, ids=[_name(p) for p in JOBS])
 def test_every_job_file_validates_plans_and_sizes(job: Path, tmp_path: Path) -> None:
-    values = {"device": "auto"} if job.stem in GPU_ONLY and not _has_cuda() else {}
+    values = {"device": "auto"} if _name(job) in GPU_ONLY and not _has_cuda() else {}
     request = Request(config=job, run={"output": str(tmp_path / "out.h5")}, values=values)
     built, _, opts = prepare_sweep(request, dry_run=True, quiet=True)
     plan = make_plan(built, opts, None)
@@ -54,15 +63,15 @@ def test_every_job_file_validates_plans_and_sizes(job: Path, tmp_path: Path) -> 
 
 
 def _dry(job: Path) -> object:
-    return pytest.param(job, id=job.stem,
-                        marks=[pytest.mark.slow] if job.stem in SLOW_PROBES else [])
+    return pytest.param(job, id=_name(job),
+                        marks=[pytest.mark.slow] if _name(job) in SLOW_PROBES else [])
 
 
 @pytest.mark.parametrize("job", [_dry(p) for p in JOBS])
 def test_every_job_file_dry_run_succeeds(job: Path, tmp_path: Path, cli) -> None:
     out = tmp_path / "out.h5"
     result = cli("sweep", "-c", job, "-o", out, "--dry-run", "--json", "--jobs", "2")
-    if job.stem in GPU_ONLY and not _has_cuda():
+    if _name(job) in GPU_ONLY and not _has_cuda():
         assert_one_line_error(result)
         assert NO_GPU in result.err
         result = cli("sweep", "-c", job, "-o", out, "--dry-run", "--json", "--jobs", "2",
