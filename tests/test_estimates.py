@@ -303,7 +303,7 @@ def test_grokking_early_stop_is_priced_at_its_share_with_the_bound_beside_it(
     and the bound of no early stop beside it (text and JSON); without ``early_stop`` the
     whole cost is priced and no bound is given."""
     pytest.importorskip("torch")
-    from richlazy_cli.engine.estimation import Estimate, expected_cost
+    from richlazy_cli.engine.estimation import Estimate
     from richlazy_cli.models.grokking import DECAY_TIMES_TO_STOP, Grokking
 
     stopping = _values("grokking", early_stop=True, steps=10000, threshold=0.99, lr=1e-3,
@@ -312,15 +312,15 @@ def test_grokking_early_stop_is_priced_at_its_share_with_the_bound_beside_it(
     assert "early_stop" in str(footprint.stops_early)
     # 1/(η λ) = 1000 steps: 5.5 of them, of the 10,000-step budget
     assert DECAY_TIMES_TO_STOP == 5.5 and footprint.stop_share == pytest.approx(0.55)
-    assert expected_cost(footprint) == pytest.approx(0.55 * footprint.cost)
+    assert footprint.expected_cost == pytest.approx(0.55 * footprint.cost)
     step4 = Grokking.footprint("train", {**stopping, "tau": 0.5})  # η = 4e-3: 250 steps
     assert step4.stop_share == pytest.approx(5.5 * 250 / 10000)
     short = Grokking.footprint("train", {**stopping, "steps": 2000})  # 5,500 > the budget
-    assert short.stop_share == 1.0 and expected_cost(short) == short.cost
+    assert short.stop_share == 1.0 and short.expected_cost == short.cost
     assert Grokking.footprint("train", {**stopping, "weight_decay": 0.0}).stop_share == 1.0
     running = Grokking.footprint("train", {**stopping, "early_stop": False})
     assert running.stops_early is None and running.stop_share == 1.0
-    assert expected_cost(running) == running.cost == footprint.cost
+    assert running.expected_cost == running.cost == footprint.cost
     line = Estimate(30.0, 1.0, 1, 1, stops_early="x", bound_seconds=60.0).describe()
     assert line.startswith("≈ 30 s on 1 worker (x; ≤ 60 s if none stops early)")
     assert Estimate(30.0, 1.0, 1, 1, compile_seconds=2.0, startup_seconds=3.0,

@@ -109,7 +109,7 @@ def pending_cost(job: Job, pending: np.ndarray | None,
     A ``costliest`` list is set to ``[cost, values]`` of the costliest case (its values
     prepared); a ``stops`` set gathers the cases' :attr:`.Footprint.stops_early` phrases.
     With ``expected``, a point that may stop early at a point nothing predicts counts its
-    :attr:`.Footprint.stop_share` of its cost (:func:`expected_cost`)."""
+    :attr:`.Footprint.stop_share` of its cost (:attr:`.Footprint.expected_cost`)."""
 
     def run(values: Any) -> float:
         footprint = job.footprint_of(values)
@@ -118,16 +118,9 @@ def pending_cost(job: Job, pending: np.ndarray | None,
             costliest[:] = [cost, dict(values)]
         if stops is not None and footprint.stops_early:
             stops.add(footprint.stops_early)
-        return expected_cost(footprint) if expected else cost
+        return footprint.expected_cost if expected else cost
 
     return case_sum(job, pending, run)
-
-
-def expected_cost(footprint: Any) -> float:
-    """A point's cost as the dry run prices it: its :attr:`.Footprint.cost`, times its
-    :attr:`.Footprint.stop_share` where it may stop early at a point nothing predicts."""
-    share = footprint.stop_share if footprint.stops_early else 1.0
-    return float(footprint.cost) * float(share)
 
 
 def probe_of(job: Job, flat: int) -> dict[str, Any]:
@@ -242,7 +235,7 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
 
             def cost_of(i: int) -> float:
                 footprint = job.model.footprint(job.action, job.values(i))
-                return expected_cost(footprint) if expected else float(footprint.cost)
+                return footprint.expected_cost if expected else float(footprint.cost)
 
             chunk_seconds = [
                 slow * (per_cost * sum(cost_of(int(i)) for i in chunk)

@@ -174,6 +174,12 @@ class Footprint:
     stop_share: float = 1.0
 
     @property
+    def expected_cost(self) -> float:
+        """The cost the dry run prices: :attr:`cost`, times :attr:`stop_share` (1 unless
+        the configuration may stop early at a point nothing predicts)."""
+        return float(self.cost) * float(self.stop_share)
+
+    @property
     def probe(self) -> dict[str, Any] | None:
         """The shortened configuration, or None when none is declared (the dry run then times
         the configuration itself)."""
