@@ -9,6 +9,7 @@ command line takes text, and returns an ``xarray.Dataset`` (docs/api.md)::
     ds = richlazy.sweep(config="jobs/fig1b-small.toml", output="results/fig1b-small.h5")
     ds = richlazy.solve("single-neuron", delta=-1.0, beta0=[1.0, 0.5])
     ds = richlazy.open("results/fig1b-small.h5")      # any result; a shard file as a grid
+    plan = richlazy.estimate(config="jobs/fig1b-small.toml", jobs=2)  # --dry-run --json
     summary = richlazy.report(["results/fig1b-small.h5"], "reports/fig1b-small")
 
 ``params`` take the values ``-p NAME=VALUE`` takes (numbers, lists, strings; a string is
@@ -39,7 +40,8 @@ import xarray as xr
 from richlazy_cli import __version__
 from richlazy_cli.errors import BadInput, ExitCode
 
-__all__ = ["BadInput", "__version__", "models", "open", "report", "solve", "sweep", "train"]
+__all__ = ["BadInput", "__version__", "dry_run_summary", "estimate", "models", "open",
+           "report", "solve", "sweep", "train"]
 
 def _command(name: str, **given: Any) -> list[str]:
     """The provenance's ``command`` of an API call: what a reader can retype."""
@@ -92,24 +94,9 @@ def sweep(
     (``worker_timeout``, ``fail_fast``, ``max_points``, ``max_bytes``, ``scheduler``) pass as
     keywords.
     """
-    from richlazy_cli.engine.job import Request, read_job_file
-
-    keep = output is not None
-    if output is None and config is not None:
-        keep = "output" in read_job_file(Path(config)).run
     given_run = {"jobs": jobs, "chunk_size": chunk_size, "backend": backend, "shard": shard,
                  **run}
-    scratch = None
-    if not keep:
-        job_file = read_job_file(Path(config)) if config is not None else None
-        scratch = _scratch(str(model or (job_file.model if job_file else "result")),
-                           str(action or (job_file.action if job_file else "sweep")))
-        given_run["output"] = str(scratch)
-    elif output is not None:
-        given_run["output"] = str(output)
-    request = Request(action, model, (), (), Path(config) if config else None,
-                      {k: v for k, v in given_run.items() if v is not None},
-                      values=dict(params or {}), grid_specs=dict(grid or {}))
+    request, keep = _sweep_request(action, model, grid, params, config, output, given_run)
     command = _command("sweep", action=action, model=model, grid=grid, params=params,
                        config=config)
 
@@ -122,6 +109,86 @@ def sweep(
     _, out, outcome = run_sweep(request, command, before=warn, resume=resume, force=force,
                                 quiet=quiet)
     return _finish(outcome, out, keep)
+
+
+def _sweep_request(action: str | None, model: str | None, grid: Mapping[str, Any] | None,
+                   params: Mapping[str, Any] | None, config: str | Path | None,
+                   output: str | Path | None, given_run: dict[str, Any]) -> tuple[Any, bool]:
+    """The engine's request for :func:`sweep` and :func:`estimate`, and whether the output is
+    the caller's to keep: ``output``, else the job file's ``[run] output``, else a scratch
+    file of ours (:func:`_scratch`)."""
+    from richlazy_cli.engine.job import Request, read_job_file
+
+    keep = output is not None
+    if output is None and config is not None:
+        keep = "output" in read_job_file(Path(config)).run
+    given_run = dict(given_run)
+    if not keep:
+        job_file = read_job_file(Path(config)) if config is not None else None
+        given_run["output"] = str(_scratch(
+            str(model or (job_file.model if job_file else "result")),
+            str(action or (job_file.action if job_file else "sweep"))))
+    elif output is not None:
+        given_run["output"] = str(output)
+    request = Request(action, model, (), (), Path(config) if config else None,
+                      {k: v for k, v in given_run.items() if v is not None},
+                      values=dict(params or {}), grid_specs=dict(grid or {}))
+    return request, keep
+
+
+def estimate(
+    action: str | None = None,
+    model: str | None = None,
+    *,
+    grid: Mapping[str, Any] | None = None,
+    params: Mapping[str, Any] | None = None,
+    config: str | Path | None = None,
+    output: str | Path | None = None,
+    jobs: int | None = None,
+    chunk_size: int | None = None,
+    backend: str | None = None,
+    shard: str | None = None,
+    resume: bool = False,
+    **run: Any,
+) -> dict[str, Any]:
+    """The plan and the estimated wall time of a sweep, without running it (``richlazy sweep
+    ... --dry-run --json``): the same arguments as :func:`sweep`, and the same dictionary as
+    the command's JSON, :func:`dry_run_summary` (``plan``, ``estimate``, ``axes``,
+    ``output_bytes``). The estimate times a probe of the run's own computation here, so it
+    takes seconds (docs/estimates.md)."""
+    given_run = {"jobs": jobs, "chunk_size": chunk_size, "backend": backend, "shard": shard,
+                 **run}
+    request, keep = _sweep_request(action, model, grid, params, config, output, given_run)
+    command = _command("sweep", action=action, model=model, grid=grid, params=params,
+                       config=config)
+    try:
+        job, _, outcome = run_sweep(request, command, resume=resume, dry_run=True,
+                                    quiet=True)
+    finally:
+        if not keep:  # nothing was written; the scratch folder of ours goes
+            shutil.rmtree(Path(request.run["output"]).parent, ignore_errors=True)
+    if outcome.exit_code != ExitCode.OK:
+        raise BadInput(outcome.message or f"the dry run ended with exit code "
+                                          f"{int(outcome.exit_code)}")
+    return dry_run_summary(job, outcome)
+
+
+def dry_run_summary(job: Any, outcome: Any) -> dict[str, Any]:
+    """What a dry run found, as ``richlazy sweep --dry-run --json`` prints it and
+    :func:`estimate` returns it: ``plan`` (:meth:`.Plan.summary`), ``estimate``
+    (:meth:`.Estimate.summary`, None when nothing is pending), ``axes`` (each grid axis's
+    first and last value and count) and ``output_bytes`` (the result's declared size)."""
+    from richlazy_cli.models.params import jsonable
+
+    size = outcome.output_size
+    return {"plan": outcome.plan.summary(),
+            "estimate": None if outcome.estimate is None else outcome.estimate.summary(),
+            "axes": {d.name: {"first": jsonable(d.values[0]), "last": jsonable(d.values[-1]),
+                              "count": d.size}
+                     for d in job.grid.dims},
+            "output_bytes": None if size is None else
+            {"total": size.total, "per_point": size.per_point, "points": size.points,
+             "source": size.source}}
 
 
 def run_sweep(request: Any, command: list[str], before: Any = None,

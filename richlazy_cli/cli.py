@@ -144,7 +144,7 @@ def _finish(outcome: Any, quiet: bool, as_json: bool, with_plan: bool = False) -
                 "counts": outcome.counts,
                 "failures": outcome.failures,
                 "message": outcome.message,
-                **({"plan": _plan_json(outcome.plan)} if with_plan and outcome.plan else {}),
+                **({"plan": outcome.plan.summary()} if with_plan and outcome.plan else {}),
             }
         )
     elif outcome.failures and outcome.exit_code != ExitCode.INTERRUPTED:
@@ -157,18 +157,6 @@ def _finish(outcome: Any, quiet: bool, as_json: bool, with_plan: bool = False) -
         print(outcome.path)
     if outcome.exit_code:
         raise typer.Exit(int(outcome.exit_code))
-
-
-def _plan_json(plan: Any) -> dict[str, Any]:
-    return {
-        "points": plan.points,
-        "selected": plan.selected,
-        "pending": plan.pending,
-        "chunks": len(plan.chunks),
-        "chunk_size": plan.chunk_size,
-        "jobs": plan.jobs,
-        "workers": plan.workers,
-    }
 
 
 # -- models ---------------------------------------------------------------------------------
@@ -368,11 +356,10 @@ def sweep_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Run solve or train across a parameter grid, in parallel, resumably."""
-    from richlazy import run_sweep
+    from richlazy import dry_run_summary, run_sweep
 
     from .engine.job import Request
     from .engine.run import jobs_warning
-    from .models.params import jsonable
 
     if action is not None and action not in set(Action):
         raise BadInput(unknown_action(action))
@@ -398,14 +385,7 @@ def sweep_cmd(
     if not dry_run:
         _finish(outcome, quiet, as_json, with_plan=True)
     elif as_json:
-        size = outcome.output_size
-        print_json({"plan": _plan_json(outcome.plan), "estimate": _estimate_json(outcome),
-                    "axes": {d.name: {"first": jsonable(d.values[0]),
-                                      "last": jsonable(d.values[-1]), "count": d.size}
-                             for d in job.grid.dims},
-                    "output_bytes": None if size is None else
-                    {"total": size.total, "per_point": size.per_point, "points": size.points,
-                     "source": size.source}})
+        print_json(dry_run_summary(job, outcome))
     else:
         _print_dry_run(job, planned["opts"], outcome)
 
@@ -418,17 +398,6 @@ def unknown_action(action: str) -> str:
         return (f"{action!r} is a model; the action comes first: "
                 f"richlazy sweep solve|train {action} -g NAME=SPEC ...")
     return f"unknown action {action!r}: use solve or train (richlazy sweep ACTION MODEL ...)"
-
-
-def _estimate_json(outcome: Any) -> dict[str, Any] | None:
-    e = outcome.estimate
-    if e is None:
-        return None
-    return {"seconds": e.seconds, "probe_seconds": e.probe_seconds,
-            "compile_seconds": e.compile_seconds, "startup_seconds": e.startup_seconds,
-            "wall_seconds": e.wall_seconds,
-            "probe_points": e.probe_points, "workers": e.workers,
-            "stops_early": e.stops_early, "bound_wall_seconds": e.bound_wall_seconds}
 
 
 def _print_dry_run(job: Any, opts: Any, outcome: Any) -> None:

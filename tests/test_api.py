@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +65,33 @@ def test_solve_and_train_equal_the_cli(tmp_path, cli) -> None:
     args = [a for k, v in small.items() for a in ("-p", f"{k}={v}")]
     assert cli("train", "two-layer", *args, "-o", out2, "-q").code == 0
     _same_data(richlazy.open(out2), richlazy.train("two-layer", **small))
+
+
+def test_estimate_is_the_dry_runs_json_and_writes_nothing(tmp_path, cli) -> None:
+    """``richlazy.estimate`` gives what ``sweep --dry-run --json`` prints (the plan, the axes
+    and the declared size the same; the estimate's terms, timed anew, the same keys), with
+    the arguments overriding the job file as in :func:`richlazy.sweep`, and writes nothing:
+    neither the output it is given nor a scratch file of its own."""
+    out = tmp_path / "fc.h5"
+    printed = cli("sweep", "-c", AZULAY_FC, "-o", out, "--dry-run", "--json", "--jobs", "2")
+    assert printed.code == 0, printed.err
+    from_cli = json.loads(printed.out)
+    scratch = set(Path(tempfile.gettempdir()).glob("richlazy-*"))
+    from_api = richlazy.estimate(config=AZULAY_FC, jobs=2, output=out)
+    assert set(Path(tempfile.gettempdir()).glob("richlazy-*")) <= scratch
+    assert not out.exists() and not Path(f"{out}.parts").exists()
+    for key in ("plan", "axes", "output_bytes"):
+        assert from_api[key] == from_cli[key], key
+    assert from_api["plan"]["points"] == 6 and from_api["axes"]["s"]["count"] == 3
+    assert set(from_api["estimate"]) == set(from_cli["estimate"])
+    assert from_api["estimate"]["wall_seconds"] > 0
+    assert from_api["estimate"]["stops_early"] is None
+    assert richlazy.estimate(config=AZULAY_FC)["plan"]["points"] == 6  # no output: scratch
+    assert set(Path(tempfile.gettempdir()).glob("richlazy-*")) <= scratch
+    one = richlazy.estimate(config=AZULAY_FC, grid={"alpha": [0.1]}, jobs=1)
+    assert one["plan"]["points"] == 3 and one["plan"]["workers"] == 1
+    with pytest.raises(richlazy.BadInput, match="delta"):
+        richlazy.estimate("solve", "single-neuron", grid={"delta": "-1:1:5"})
 
 
 def test_bad_input_raises_the_cli_line() -> None:

@@ -4,6 +4,7 @@ The commands are read from the README's "A tour" block, so the page cannot drift
 works. Each runs in a fresh folder holding what a clone holds after the set-up (``.venv``,
 ``jobs/``, ``examples/`` and the ``results/`` folder that ``make demo`` leaves), in order, in
 bash, and must exit 0. Scaled down where the README says so: the ``fig1a`` job to 5,000 steps.
+Then the README's Python block runs in the same folder, as the README says it does.
 """
 
 from __future__ import annotations
@@ -65,3 +66,24 @@ def test_every_tour_command_exits_0(tmp_path) -> None:
     assert (tmp_path / "results" / "fig1a.h5").exists()
     assert (tmp_path / "reports" / "fig1a" / "index.html").exists()
     assert (tmp_path / "reports" / "sn-delta" / "index.html").exists()
+    # the README's Python block, after the tour in the same folder, as the README says
+    proc = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", python_block()],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "results" / "fig7.h5").exists()
+    assert (tmp_path / "reports" / "fig1a-python" / "index.html").exists()
+
+
+def python_block(readme: Path = ROOT / "README.md") -> str:
+    """The README's Python example: the first ```python block after the tour."""
+    section = readme.read_text().split("## A tour", 1)[1]
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert block is not None, "the README's tour section has no ```python block"
+    return block.group(1)
+
+
+def test_the_python_block_is_found_and_uses_the_api() -> None:
+    code = python_block()
+    assert code.startswith("import richlazy\n")
+    for name in ("sweep", "open", "estimate", "report"):
+        assert f"richlazy.{name}(" in code, name

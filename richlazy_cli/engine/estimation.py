@@ -60,6 +60,16 @@ class Estimate:
             return None
         return self.bound_seconds + self.compile_seconds + self.startup_seconds
 
+    def summary(self) -> dict[str, Any]:
+        """The estimate's terms, as ``--dry-run --json`` and ``richlazy.estimate`` give them
+        (seconds; ``stops_early`` and ``bound_wall_seconds`` None where no point may stop
+        early at a point nothing predicts)."""
+        return {"seconds": self.seconds, "probe_seconds": self.probe_seconds,
+                "compile_seconds": self.compile_seconds,
+                "startup_seconds": self.startup_seconds, "wall_seconds": self.wall_seconds,
+                "probe_points": self.probe_points, "workers": self.workers,
+                "stops_early": self.stops_early, "bound_wall_seconds": self.bound_wall_seconds}
+
     def describe(self) -> str:
         s = self.seconds
         points = f"{self.probe_points} point{'s' if self.probe_points != 1 else ''}"

@@ -52,6 +52,12 @@ class Plan:
     def capped(self) -> bool:
         return self.workers < self.jobs
 
+    def summary(self) -> dict[str, int]:
+        """The plan's counts, as ``--json`` and the Python API give them."""
+        return {"points": self.points, "selected": self.selected, "pending": self.pending,
+                "chunks": len(self.chunks), "chunk_size": self.chunk_size, "jobs": self.jobs,
+                "workers": self.workers}
+
     def note(self) -> str:
         """One line on the workers, saying so when --jobs was capped at the chunk count."""
         n = len(self.chunks)
