@@ -94,11 +94,9 @@ def sweep(
     (``worker_timeout``, ``fail_fast``, ``max_points``, ``max_bytes``, ``scheduler``) pass as
     keywords.
     """
-    given_run = {"jobs": jobs, "chunk_size": chunk_size, "backend": backend, "shard": shard,
-                 **run}
-    request, keep = _sweep_request(action, model, grid, params, config, output, given_run)
-    command = _command("sweep", action=action, model=model, grid=grid, params=params,
-                       config=config)
+    request, keep, command = _sweep_request(
+        action, model, grid, params, config, output,
+        {"jobs": jobs, "chunk_size": chunk_size, "backend": backend, "shard": shard, **run})
 
     def warn(job: Any, out: Path, opts: Any) -> None:
         from richlazy_cli.engine.run import jobs_warning
@@ -113,10 +111,11 @@ def sweep(
 
 def _sweep_request(action: str | None, model: str | None, grid: Mapping[str, Any] | None,
                    params: Mapping[str, Any] | None, config: str | Path | None,
-                   output: str | Path | None, given_run: dict[str, Any]) -> tuple[Any, bool]:
-    """The engine's request for :func:`sweep` and :func:`estimate`, and whether the output is
-    the caller's to keep: ``output``, else the job file's ``[run] output``, else a scratch
-    file of ours (:func:`_scratch`)."""
+                   output: str | Path | None, given_run: dict[str, Any]
+                   ) -> tuple[Any, bool, list[str]]:
+    """The engine's request for :func:`sweep` and :func:`estimate`, whether the output is
+    the caller's to keep (``output``, else the job file's ``[run] output``; else a scratch
+    file of ours, :func:`_scratch`), and the provenance's command."""
     from richlazy_cli.engine.job import Request, read_job_file
 
     keep = output is not None
@@ -133,7 +132,9 @@ def _sweep_request(action: str | None, model: str | None, grid: Mapping[str, Any
     request = Request(action, model, (), (), Path(config) if config else None,
                       {k: v for k, v in given_run.items() if v is not None},
                       values=dict(params or {}), grid_specs=dict(grid or {}))
-    return request, keep
+    command = _command("sweep", action=action, model=model, grid=grid, params=params,
+                       config=config)
+    return request, keep, command
 
 
 def estimate(
@@ -156,11 +157,9 @@ def estimate(
     the command's JSON, :func:`dry_run_summary` (``plan``, ``estimate``, ``axes``,
     ``output_bytes``). The estimate times a probe of the run's own computation here, so it
     takes seconds (docs/estimates.md)."""
-    given_run = {"jobs": jobs, "chunk_size": chunk_size, "backend": backend, "shard": shard,
-                 **run}
-    request, keep = _sweep_request(action, model, grid, params, config, output, given_run)
-    command = _command("sweep", action=action, model=model, grid=grid, params=params,
-                       config=config)
+    request, keep, command = _sweep_request(
+        action, model, grid, params, config, output,
+        {"jobs": jobs, "chunk_size": chunk_size, "backend": backend, "shard": shard, **run})
     try:
         job, _, outcome = run_sweep(request, command, resume=resume, dry_run=True,
                                     quiet=True)
