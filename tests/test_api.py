@@ -67,7 +67,7 @@ def test_solve_and_train_equal_the_cli(tmp_path, cli) -> None:
     _same_data(richlazy.open(out2), richlazy.train("two-layer", **small))
 
 
-def test_estimate_is_the_dry_runs_json_and_writes_nothing(tmp_path, cli) -> None:
+def test_estimate_is_the_dry_runs_json_and_writes_nothing(tmp_path, cli, monkeypatch) -> None:
     """``richlazy.estimate`` gives what ``sweep --dry-run --json`` prints (the plan, the axes
     and the declared size the same; the estimate's terms, timed anew, the same keys), with
     the arguments overriding the job file as in :func:`richlazy.sweep`, and writes nothing:
@@ -76,9 +76,11 @@ def test_estimate_is_the_dry_runs_json_and_writes_nothing(tmp_path, cli) -> None
     printed = cli("sweep", "-c", AZULAY_FC, "-o", out, "--dry-run", "--json", "--jobs", "2")
     assert printed.code == 0, printed.err
     from_cli = json.loads(printed.out)
-    scratch = set(Path(tempfile.gettempdir()).glob("richlazy-*"))
+    scratch = tmp_path / "scratch"  # this test's own temporary folder: the shared one races
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     from_api = richlazy.estimate(config=AZULAY_FC, jobs=2, output=out)
-    assert set(Path(tempfile.gettempdir()).glob("richlazy-*")) <= scratch
+    assert not list(scratch.iterdir())
     assert not out.exists() and not Path(f"{out}.parts").exists()
     for key in ("plan", "axes", "output_bytes"):
         assert from_api[key] == from_cli[key], key
@@ -87,7 +89,7 @@ def test_estimate_is_the_dry_runs_json_and_writes_nothing(tmp_path, cli) -> None
     assert from_api["estimate"]["wall_seconds"] > 0
     assert from_api["estimate"]["stops_early"] is None
     assert richlazy.estimate(config=AZULAY_FC)["plan"]["points"] == 6  # no output: scratch
-    assert set(Path(tempfile.gettempdir()).glob("richlazy-*")) <= scratch
+    assert not list(scratch.iterdir())
     one = richlazy.estimate(config=AZULAY_FC, grid={"alpha": [0.1]}, jobs=1)
     assert one["plan"]["points"] == 3 and one["plan"]["workers"] == 1
     with pytest.raises(richlazy.BadInput, match="delta"):
