@@ -133,6 +133,17 @@ def pending_cost(job: Job, pending: np.ndarray | None,
     return case_sum(job, pending, run)
 
 
+def chunk_cost(job: Job, chunk: np.ndarray) -> tuple[float, float]:
+    """A chunk's summed cost, whole and expected (:attr:`.Footprint.expected_cost`), its
+    points' footprints read once."""
+    whole = expected = 0.0
+    for i in chunk:
+        footprint = job.model.footprint(job.action, job.values(int(i)))
+        whole += float(footprint.cost)
+        expected += footprint.expected_cost
+    return whole, expected
+
+
 def probe_of(job: Job, flat: int) -> dict[str, Any]:
     """The shortened configuration (the ``probe`` of :meth:`.Model.footprint`) of grid point
     ``flat``, checked: the probe shortens the prepared values (lengths only, so what was
@@ -230,6 +241,10 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
             per_point, per_cost = fit
     speedup = share.speedup(plan.workers)  # W workers on the cores that are free now
 
+    scheduled = (probe_cost > 0 and plan.workers > 1 and plan.pending <= MAKESPAN_POINTS)
+    # each chunk's (whole, expected) cost, read once for the chunks' schedule (makespan)
+    chunk_costs = [chunk_cost(job, chunk) for chunk in plan.chunks] if scheduled else []
+
     def computation(total: float, expected: bool) -> float:
         """The sweep's computation for a total cost, its points priced at their expected
         cost (their early stops nothing predicts at their stop_share) or at their whole
@@ -238,19 +253,14 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
             return probe * scale / speedup
         seconds = (per_cost * total + per_chunk * len(plan.chunks)
                    + per_point * plan.pending) / speedup
-        if plan.workers > 1 and plan.pending <= MAKESPAN_POINTS:
+        if scheduled:
             # each worker runs at speedup / W of the probe's speed; chunks go in order to the
             # first free one, so the uneven costs of a few chunks can outlast the average
             slow = plan.workers / speedup
-
-            def cost_of(i: int) -> float:
-                footprint = job.model.footprint(job.action, job.values(i))
-                return footprint.expected_cost if expected else float(footprint.cost)
-
             chunk_seconds = [
-                slow * (per_cost * sum(cost_of(int(i)) for i in chunk)
-                        + per_chunk + per_point * len(chunk))
-                for chunk in plan.chunks]
+                slow * (per_cost * (cost if expected else whole) + per_chunk
+                        + per_point * len(chunk))
+                for (whole, cost), chunk in zip(chunk_costs, plan.chunks, strict=True)]
             seconds = max(seconds, makespan(chunk_seconds, plan.workers))
         return seconds
 

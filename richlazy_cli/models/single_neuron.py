@@ -792,7 +792,7 @@ class SingleNeuron(Model):
         whitened = G is None or float(np.max(np.abs(G - np.eye(d)))) <= WHITENING_TOL
         ds = ds.assign(extra_outputs(a, w, a0, w0, delta, eta_a, eta_w, ref, whitened))
 
-        if G is not None and null_space(X).shape[1] > 0:
+        if X is not None and G is not None and null_space(X).shape[1] > 0:
             a_inf = np.empty(B)
             w_inf = np.empty((B, d))
             for i in range(B):
