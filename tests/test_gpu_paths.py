@@ -578,10 +578,14 @@ def cnn_runs(base: dict[str, Any], points: list[dict[str, Any]], stacked: bool,
 
 
 def assert_cnn_close(got: xr.Dataset, i: int, want: xr.Dataset, rtol: float) -> None:
-    """Row ``i`` of ``got`` against ``want``'s one row; a Hamming distance (a count of sign
-    flips) within 1e-3 where the tolerance is not a bitwise one."""
+    """Row ``i`` of ``got`` against ``want``'s one row. Where the tolerance is not a bitwise
+    one: a Hamming distance (a count of sign flips) within 1e-3, and a kernel distance,
+    ``1 − cos(K₀, K_t)``, within ``rtol`` absolute — the scale of the cosine it is computed
+    from (docs/cnn.md), not its own small value: rounding in the kernels moves the cosine,
+    and a distance of 0.015 then moves by as much as one of 0.5."""
     assert_row_close(got, i, want, rtol,
-                     {"hamming_distance": 1e-3} if rtol > 1e-9 else None)
+                     {"hamming_distance": 1e-3, "kernel_distance": rtol}
+                     if rtol > 1e-9 else None)
 
 
 @pytest.mark.parametrize("dtype, rtol", [("float64", 1e-9), ("float32", 1e-5)])
@@ -601,7 +605,8 @@ def test_cnn_stacked_equals_one_at_a_time(dtype: str, rtol: float, monkeypatch: 
 def test_cnn_a_diverging_configuration_leaves_its_neighbours_alone(monkeypatch: Any) -> None:
     """α = 10⁸ multiplies the readout by 10⁸: the float32 loss overflows at the second
     checkpoint; its stack mates train as they do alone, within 1e-4 of each variable's
-    scale in float32 over 3 epochs of SGD (measured: 5e-5, the final filters)."""
+    scale in float32 over 3 epochs of SGD (measured: 5e-5, the final filters; on an AMD
+    EPYC 2.4e-5 for the filters and 5.6e-6 absolute for a kernel distance of 0.015)."""
     base = {**cnn.CNN.examples["train"][2], "epochs": 3, "dtype": "float32"}
     points = [dict(alpha=0.5, seed=2), dict(alpha=1e8, seed=5), dict(alpha=4.0, seed=3)]
     together = cnn_runs(base, points, True, monkeypatch)
