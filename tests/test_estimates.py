@@ -221,15 +221,41 @@ def test_hermite_step_count_model_against_a_measured_solve(given: dict[str, obje
 
 
 def test_hermite_result_cost_counts_the_evaluations_done() -> None:
-    """The probe is priced by what it did: (nfev + output times) evaluations of m(m+P)d."""
+    """The probe is priced by what it did: (nfev + output times) evaluations, each
+    ``m² d + 160 m d + 1.3·10⁶`` (the fitted work of one evaluation)."""
     from richlazy_cli.models.hermite import Hermite
 
     values, ds = _solve(d=32, P=4, m=8, t_max=20.0)
     nfev = int(ds["nfev"].values[0])
     assert nfev > 0
-    assert Hermite._result_cost(values, ds) == pytest.approx((nfev + 21) * 8 * 12 * 32 * 1e-9)
+    assert Hermite._result_cost(values, ds) == pytest.approx(
+        (nfev + 21) * (8 * 8 * 32 + 160 * 8 * 32 + 1.3e6) * 1e-9)
     train = _values("hermite", d=32, P=4, m=8, lr=1e-3, loop="numba")
     assert Hermite._result_cost(train, ds) is None
+
+
+@pytest.mark.parametrize(("m", "d", "P"), [(64, 2048, 1024), (256, 512, 256), (8, 128, 32)])
+def test_hermite_evaluation_work_leads_with_the_products_the_gradient_computes(
+        m: int, d: int, P: int) -> None:
+    """The work unit of one evaluation, ``m² d``, is what the gradient's matrix products do,
+    counted by torch's FLOP counter on the one definition of the gradient: 2 products of
+    ``m² d`` multiply-adds (4 m² d FLOP), the rest (the overlaps with the P teachers, the
+    quadratic form) under 5% — nothing of order ``m P d``, which the former unit
+    ``m (m + P) d`` priced (4.2× the products at m = 64, P = 1024, d = 2048)."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from richlazy_cli.models._hermite_population import population_loss_grad
+    from richlazy_cli.models.hermite import evaluation_work, hermite_coeffs
+
+    gen = torch.Generator().manual_seed(0)
+    V = torch.randn(m, d, dtype=torch.float64, generator=gen)
+    a = torch.rand(P, dtype=torch.float64, generator=gen)
+    with FlopCounterMode(display=False) as counter:
+        population_loss_grad(V, a, hermite_coeffs(4, None))
+    products = counter.get_total_flops() / 4  # in units of m² d multiply-adds, twice
+    assert m * m * d <= products <= 1.05 * m * m * d
+    assert products <= evaluation_work(m, d) <= products + 170 * m * d + 1.3e6
 
 
 def test_rhm_cost_prices_each_step_and_each_evaluated_row_as_a_run_counts_them(

@@ -406,6 +406,30 @@ SETTLE_AFTER_GREEDY = 2.4
 time: measured 2.45 and 2.37 on jobs/ren-width.toml (m = 8 and 256; the flow's own last
 recovery comes at about twice the greedy time, and settling adds a tenth)."""
 
+EVALUATION_FIXED = 1.3e6
+"""The fixed work of one evaluation of the flow's right-hand side and its solver step (the
+array calls' overhead), in the units of :func:`evaluation_work` (fitted, see there)."""
+EVALUATION_PER_COORDINATE = 160.0
+"""The work per neuron and coordinate of one evaluation (normalising ``V``, scaling the
+gradient, the solver's stage arithmetic), in the units of :func:`evaluation_work`."""
+
+
+def evaluation_work(m: int, d: int) -> float:
+    """One gradient evaluation of a ``solve`` flow, in units of ``m² d`` multiply-adds (the
+    Gram product ``U Uᵀ`` and the product back onto ``U``, docs/hermite.md, eq. (5)):
+    ``m² d + 160 m d + 1.3·10⁶``.
+
+    The lower-order terms are fitted (``bench/hermite_cost.py``, docs/estimates.md): the
+    per-evaluation times of RK45 solves at 15 shapes (d = 128–2048, P = 32–1024, m = 4–2048,
+    one core) lie within 0.82–1.12 of this model, and terms in ``m P`` (the overlaps with the
+    teachers) and ``m²`` add nothing. The former ``m (m + P) d`` priced a job's widths against
+    each other wrongly: per unit it ran 3.7× slower at m = 2048 than at m = 64 (d = 2048,
+    P = 1024; the dry run calibrates on the narrowest width, so it priced the widest 3.7× too
+    cheap) and 20× faster at m = 64 than at m = 4 (d = 128, P = 32).
+    """
+    return float(m) * m * d + EVALUATION_PER_COORDINATE * m * d + EVALUATION_FIXED
+
+
 
 def expected_evaluations(values: Mapping[str, Any]) -> float:
     """The gradient evaluations of a ``solve`` configuration's explicit integrator (RK45,
@@ -732,19 +756,19 @@ class Hermite(Model):
 
     @classmethod
     def _cost(cls, values: Mapping[str, Any]) -> float:
-        """Flops-like estimate: gradient evaluations of O(m(m+P)d) each. solve: the
+        """Flops-like estimate. solve: gradient evaluations of :func:`evaluation_work` each, the
         integrator's evaluations (:func:`expected_evaluations`; the implicit BDF/LSODA ~7 per
         unit of GF time) and one per output time (its loss and overlaps); train: O(batch·m·d)
         per SGD step (:func:`expected_steps`). A configuration is a train one when its SGD
         loop is set (train always resolves it; solve has none)."""
-        m, d, P = values["m"], values["d"], values["P"]
+        m, d = values["m"], values["d"]
         if values.get("loop") is None:  # solve
             if values.get("method", "RK45") in STABILITY_INTERVAL:
                 evaluations = expected_evaluations(values)
             else:
                 evaluations = 7.0 * float(values["t_max"])
             evaluations += int(values["n_records"]) + 1
-            return evaluations * m * (m + P) * d * 1e-9
+            return evaluations * evaluation_work(m, d) * 1e-9
         per_sample = 60.0 if values.get("implementation") == "numpy" else 4.0
         return float(expected_steps(values)) * values["batch"] * m * d * per_sample * 1e-9
 
@@ -755,10 +779,10 @@ class Hermite(Model):
         None for train. The dry run prices its probe by this (docs/estimates.md)."""
         if values.get("loop") is not None or "nfev" not in data:
             return None
-        m, d, P = values["m"], values["d"], values["P"]
+        m, d = values["m"], values["d"]
         points = int(data.sizes.get("point", 1))
         evaluations = float(np.sum(data["nfev"].values)) + points * (int(values["n_records"]) + 1)
-        return evaluations * m * (m + P) * d * 1e-9
+        return evaluations * evaluation_work(m, d) * 1e-9
 
     @classmethod
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
