@@ -14,7 +14,13 @@ the stacked batch (``make paper-gpu``'s chunk), on the CPU the CPU default — a
   bandwidth, ``limit = 1 / max(FLOP / peak, bytes / bandwidth)``, and the measured fraction of
   it;
 * the job's projected wall time on this device (configuration-steps of the whole job divided
-  by the measured rate; ren-fig2 has no fixed number of steps and gets none).
+  by the measured rate). ren-fig2's flows have no fixed number of steps: each width is priced
+  at the dry run's step-count model (``hermite.expected_evaluations``, docs/estimates.md, "The
+  solver's step count"), six evaluations to a step, and the job's time is the widths' sum on
+  one worker (on a GPU the widths run one after another) or, on the CPU's two workers, the
+  larger of that sum halved and the longest width. Widths that ``--quick`` leaves untimed
+  are rated from the widest timed one by the dry run's work per evaluation
+  (``hermite.evaluation_work``, fitted on the CPU: ``bench/hermite_cost.py``), and say so.
 
 Fig. 1b is timed on the eager torch step and on the compiled one (``implementation =
 torch-compiled``: CUDA graphs on a GPU; its compilation is left out of the timing), on a GPU
@@ -174,6 +180,7 @@ class Row:
     dtype: str
     total: float | None  # configuration-steps of the whole job
     note: str = ""
+    single: bool = False  # the total is one configuration's, which one worker runs alone
 
 
 def per_step(run: Callable[[int], float], s1: int, s2: int) -> float:
@@ -338,18 +345,26 @@ def bench_cnn(name: str, device: str, gpu: bool, quick: bool, sync: Any) -> list
 
 
 def bench_hermite(device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
-    from richlazy_cli.models.hermite import Hermite
+    from richlazy_cli.models.base import Batch
+    from richlazy_cli.models.hermite import Hermite, evaluation_work, expected_evaluations
 
     spec = job("ren-fig2")
     prm = {**spec["params"], "implementation": "torch", "device": device,
            "early_stop": False, "checkpoints": 2}
     widths = [int(w) for w in str(spec["grid"]["m"]).split(",")]
-    widths = widths[:1] if quick and not gpu else widths[:3] if quick else widths
-    rows = []
+    timed_widths = widths[:1] if quick and not gpu else widths[:3] if quick else widths
+    rows: dict[int, Row] = {}
     for m in widths:
-        def run(t_max: float, m: int = m) -> tuple[float, int]:
-            from richlazy_cli.models.base import Batch
+        steps = expected_evaluations(Hermite.resolve("solve", {**spec["params"], "m": m})) / 6
+        flop, moved = hermite_step(m, int(prm["d"]), int(prm["P"]), int(prm["k"]))
+        rows[m] = Row("ren-fig2", "DP step", math.nan, flop, moved, "float64", steps,
+                      f"m = {m}, not timed{' (--quick)' if m not in timed_widths else ''}: "
+                      "rated from the widest timed width by the dry run's work per "
+                      "evaluation", single=True)
+        if m not in timed_widths:
+            continue
 
+        def run(t_max: float, m: int = m) -> tuple[float, int]:
             v = Hermite.resolve("solve", {**prm, "m": m, "t_max": t_max})
             t = time.perf_counter()
             res = Hermite().solve(Batch.from_points(Hermite, [v]))
@@ -361,11 +376,22 @@ def bench_hermite(device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
         if e2 <= e1:
             continue
         sec = (t2 - t1) / ((e2 - e1) / 6)
-        flop, moved = hermite_step(m, int(prm["d"]), int(prm["P"]), int(prm["k"]))
-        rows.append(Row("ren-fig2", "DP step", 1 / sec, flop, moved, "float64", None,
-                        f"m = {m}, {(e2 - e1) // 6} steps timed; length adaptive: no "
-                        "projection (bench/hermite.py)"))
-    return rows
+        rows[m].rate = 1 / sec
+        rows[m].note = (f"m = {m}, {(e2 - e1) // 6} steps timed; {steps:,.0f} steps priced "
+                        "(the dry run's step-count model, early stop)")
+    timed = [m for m, r in rows.items() if math.isfinite(r.rate)]
+    for m, r in rows.items():
+        if timed and not math.isfinite(r.rate):
+            r.rate = rows[max(timed)].rate * (evaluation_work(max(timed), int(prm["d"]))
+                                              / evaluation_work(m, int(prm["d"])))
+    return [r for r in rows.values() if math.isfinite(r.rate)]
+
+
+def whole_job_seconds(rows: list[Row], workers: int) -> float:
+    """The wall time of a job whose rows are single configurations: their sum on one worker;
+    on several, at least the longest and at least the sum shared out."""
+    seconds = [r.total / r.rate for r in rows if r.total]
+    return max(max(seconds), sum(seconds) / workers)
 
 
 # -- the table ----------------------------------------------------------------------------------
@@ -425,16 +451,27 @@ def main() -> None:
     chosen = args.only.split(",") if args.only else list(benches)
     print(f"{'job':<18} {'dtype':<8} {'unit':<10} {'config-steps/s':>14} {'GFLOP/step':>10} "
           f"{'MB/step':>9} {'limit/s':>12} {'of limit':>8} {'job time':>9}  note")
+    def limit(r: Row) -> float:
+        """The roofline rate of one worker: configuration-steps per second."""
+        one = 1.0 / max(r.flop / peak[r.dtype], r.moved / peak["bandwidth"])
+        return one / workers  # the CPU's peaks are both workers'
+
     for key in chosen:
         start = time.perf_counter()
-        for r in benches[key]():
-            bound = max(r.flop / peak[r.dtype], r.moved / peak["bandwidth"])
-            limit = 1.0 / bound
-            rate = r.rate if gpu else r.rate * workers  # 2 workers on 2 cores
-            when = duration(r.total / rate) if r.total else "-"
+        rows = benches[key]()
+        for r in rows:
+            rate = r.rate * workers  # one worker's, times the 2 workers on 2 cores
+            # a single configuration runs on one worker: its time is its own rate's
+            when = duration(r.total / (r.rate if r.single else rate)) if r.total else "-"
             print(f"{r.job:<18} {r.dtype:<8} {r.unit:<10} {rate:>14,.1f} {r.flop / 1e9:>10.4f} "
-                  f"{r.moved / 1e6:>9.2f} {limit:>12,.1f} {rate / limit:>7.1%} {when:>9}  "
-                  f"{r.note}")
+                  f"{r.moved / 1e6:>9.2f} {limit(r) * workers:>12,.1f} "
+                  f"{r.rate / limit(r):>7.1%} {when:>9}  {r.note}")
+        singles = [r for r in rows if r.single]
+        if singles:
+            whole = duration(whole_job_seconds(singles, workers))
+            print(f"{key:<18} {'':<8} {'whole job':<10} {'':>14} {'':>10} {'':>9} {'':>12} "
+                  f"{'':>8} {whole:>9}  {len(singles)} configurations, one worker each, "
+                  f"{workers} worker(s)")
         print(f"{'':<18} ({key}: {time.perf_counter() - start:.0f} s to measure)", flush=True)
     if not gpu:
         print("rates on the CPU are one worker's times 2 (2 workers on 2 cores); GPU figures: "
