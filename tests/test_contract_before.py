@@ -3,28 +3,25 @@
 ``tests/data/contract_before.npz`` holds every contract example's outputs (and its second
 implementations', on the CPU), written by ``tests/record_contract.py`` from the code as it was
 before the refactoring that introduced ``richlazy_cli/compute.py``. Every value must be
-bit-for-bit the same, except the variables of :data:`SHARED_DEFINITION`: there one shared
-definition replaced several hand-written ones (the kernel distance, docs/engine.md), and the
-values agree within :data:`TOLERANCE` with NaN where there was NaN; and the two-layer torch
-examples (:data:`KERNEL_CHANGED`), whose one-configuration products now take the kernel of an
-item's own product so that a configuration alone has the bits it has in a batch
-(docs/engine.md): within :data:`TOLERANCE` too; and the hermite torch flow
-(:data:`STEP_CONTROL_ON_DEVICE`), whose step-size factor ``err^(-1/5)`` is now computed on the
-device with the C library's power (SciPy's scalar rule), where the host took NumPy's vectorised
-power, which differs in the last bit on some CPUs: within :data:`TOLERANCE` too.
+bit-for-bit the same, except the outputs that refactorings changed by declaration
+(``tests.processor_kind.declared_change``), which agree within :data:`TOLERANCE` with NaN
+where there was NaN: the kernel distance (one shared definition replaced several hand-written
+ones, docs/engine.md); the two-layer torch examples, whose one-configuration products now take
+the kernel of an item's own product so that a configuration alone has the bits it has in a
+batch (docs/engine.md); and the hermite torch flow, whose step-size factor ``err^(-1/5)`` is
+now computed on the device with the C library's power (SciPy's scalar rule), where the host
+took NumPy's vectorised power, which differs in the last bit on some CPUs.
 
 The reference was recorded on one kind of processor, and bits are promised only on one kind
 (docs/engine.md, "Reproducibility": OpenBLAS, oneDNN and the vectorised maths library choose
-kernels by CPU). On a processor that reproduces the reference bit for bit in every output
-outside the declared changes, every one of those outputs must stay bit for bit; on another
-kind, the differences must be rounding: within :data:`OTHER_PROCESSOR` of the variable's
-scale plus :data:`OTHER_PROCESSOR_ABSOLUTE` (measured on an AMD EPYC of 2026-12-03: 207 of
-575 outputs differ, by at most 1.1e-7 of the scale where the example trains in float32 —
-one float32 rounding of grokking's loss — 2.2e-10 elsewhere, and 1e-14 absolute for
-quantities that are rounding noise about zero: conserved quantities' drift, a kernel
-distance of 0, a KKT residual). Both tests always assert: the first that nothing moved by
-more than rounding, the second which of the two kinds of processor this is and, on the
-reference's kind, that no bit moved.
+kernels by CPU). On another kind the differences must be rounding: within
+:data:`OTHER_PROCESSOR` of the variable's scale plus :data:`OTHER_PROCESSOR_ABSOLUTE`
+(measured on an AMD EPYC on 2026-12-03: 207 of 575 outputs differ, by at most 1.1e-7 of the
+scale where the example trains in float32 — one float32 rounding of grokking's loss —,
+2.2e-10 elsewhere, and 1e-14 absolute for quantities that are rounding noise about zero:
+conserved quantities' drift, a kernel distance of 0, a KKT residual). On the reference's
+kind, no bit may move; a move confined to a few families is a change of code there, not of
+processor.
 """
 
 from __future__ import annotations
@@ -34,16 +31,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from .record_contract import outputs
+from .processor_kind import contract_outputs, declared_change, moved_bits
 
 REFERENCE = Path(__file__).parent / "data" / "contract_before.npz"
 TOLERANCE = 1e-12
-SHARED_DEFINITION: frozenset[str] = frozenset({"kernel_distance"})
-"""Variables now computed by one shared function (equal within :data:`TOLERANCE`)."""
-KERNEL_CHANGED = "+backend=torch/"
-"""Examples whose matrix products changed kernel (equal within :data:`TOLERANCE`)."""
-STEP_CONTROL_ON_DEVICE = ("hermite/solve/", "+backend=torch/")
-"""The hermite torch flow's examples (prefix, variant): equal within :data:`TOLERANCE`."""
+"""The declared changes' tolerance (``tests.processor_kind``: the shared kernel distance,
+two-layer torch's product kernels, hermite torch's step control)."""
 OTHER_PROCESSOR = 1e-6
 """Relative to a variable's scale (its largest magnitude): the rounding another kind of
 processor may give (a few float32 roundings where an example trains in float32)."""
@@ -53,23 +46,12 @@ OTHER_PROCESSOR_ABSOLUTE = 1e-12
 
 @pytest.fixture(scope="module")
 def now() -> dict[str, np.ndarray]:
-    return outputs()
+    return contract_outputs()
 
 
 def test_every_recorded_output_is_still_computed(now: dict[str, np.ndarray]) -> None:
     before = np.load(REFERENCE)
     assert set(before.files) <= set(now), sorted(set(before.files) - set(now))[:5]
-
-
-def declared_change(key: str) -> bool:
-    """Whether ``key`` is one of the outputs a refactoring changed by declaration (above)."""
-    return key.rsplit("/", 1)[1] in SHARED_DEFINITION or (
-        key.startswith("two-layer/") and KERNEL_CHANGED in key) or (
-        key.startswith(STEP_CONTROL_ON_DEVICE[0]) and STEP_CONTROL_ON_DEVICE[1] in key)
-
-
-def bitwise_equal(old: np.ndarray, new: np.ndarray) -> bool:
-    return old.dtype == new.dtype and old.shape == new.shape and old.tobytes() == new.tobytes()
 
 
 def test_outputs_equal_the_recorded_ones_up_to_rounding(now: dict[str, np.ndarray]) -> None:
@@ -103,9 +85,7 @@ def test_on_the_references_kind_of_processor_no_bit_moved(now: dict[str, np.ndar
     outputs that moved are spread over the families' BLAS, convolution and maths-library
     paths, and it is not one family alone — a change confined to one model is a change of
     code, not of processor, and fails here even where it stays within rounding."""
-    before = np.load(REFERENCE)
-    kept = [key for key in before.files if not declared_change(key)]
-    moved = [key for key in kept if not bitwise_equal(before[key], now[key])]
+    moved = moved_bits()
     families = {key.split("/", 1)[0] for key in moved}
     assert not moved or len(families) >= 4, (
         f"{len(moved)} outputs of {sorted(families)} changed bits: on the reference's kind of "

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from . import record_hermite_flow as R
+from .processor_kind import on_the_reference_processor
 
 torch = pytest.importorskip("torch")
 from richlazy_cli.models import _hermite_torch as HT  # noqa: E402
@@ -44,16 +45,27 @@ def before() -> Any:
 @pytest.mark.parametrize("sync_every", [1, 5])
 def test_with_the_hosts_power_every_output_is_the_recorded_one_bit_for_bit(
         before: Any, sync_every: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bit for bit on the kind of processor the reference was recorded on
+    (``tests.processor_kind``: bits are promised on one kind only, docs/engine.md). On
+    another kind the recorded bits are another processor's: the steps, winners and status
+    must still be equal and the rest within the tolerances below (measured on an AMD EPYC:
+    t_stop 1.7e-11 relative, records 2.4e-11)."""
     monkeypatch.setattr(HT, "BatchedRK45", HostPowerRK45)
     monkeypatch.setattr(HT, "SYNC_EVERY", sync_every)
     now = R.outputs()
     assert set(now) == set(before.files)
-    changed = [k for k in before.files if before[k].tobytes() != now[k].tobytes()]
-    assert not changed, changed
+    if on_the_reference_processor():
+        changed = [k for k in before.files if before[k].tobytes() != now[k].tobytes()]
+        assert not changed, changed
+    else:
+        assert_unchanged_up_to_rounding(before, now)
 
 
 def test_t_recover_and_evaluation_counts_are_unchanged(before: Any) -> None:
-    now = R.outputs()
+    assert_unchanged_up_to_rounding(before, R.outputs())
+
+
+def assert_unchanged_up_to_rounding(before: Any, now: dict[str, np.ndarray]) -> None:
     for key in before.files:
         old, new = before[key], now[key]
         if key.rsplit("/", 1)[1] in EXACT:
