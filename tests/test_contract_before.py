@@ -26,14 +26,12 @@ processor.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from .processor_kind import contract_outputs, declared_change, moved_bits
+from .record_contract import OUT as REFERENCE
 
-REFERENCE = Path(__file__).parent / "data" / "contract_before.npz"
 TOLERANCE = 1e-12
 """The declared changes' tolerance (``tests.processor_kind``: the shared kernel distance,
 two-layer torch's product kernels, hermite torch's step control)."""

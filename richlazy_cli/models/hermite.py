@@ -421,14 +421,13 @@ def evaluation_work(m: int, d: int) -> float:
 
     The lower-order terms are fitted (``bench/hermite_cost.py``, docs/estimates.md): the
     per-evaluation times of RK45 solves at 15 shapes (d = 128–2048, P = 32–1024, m = 4–2048,
-    one core) lie within 0.82–1.12 of this model, and terms in ``m P`` (the overlaps with the
+    one core) lie within 0.81–1.16 of this model, and terms in ``m P`` (the overlaps with the
     teachers) and ``m²`` add nothing. The former ``m (m + P) d`` priced a job's widths against
-    each other wrongly: per unit it ran 3.7× slower at m = 2048 than at m = 64 (d = 2048,
-    P = 1024; the dry run calibrates on the narrowest width, so it priced the widest 3.7× too
-    cheap) and 20× faster at m = 64 than at m = 4 (d = 128, P = 32).
+    each other wrongly: per unit it ran 3.6× slower at m = 2048 than at m = 64 (d = 2048,
+    P = 1024; the dry run calibrates on the narrowest width, so it priced the widest 3.6× too
+    cheap) and 19× faster at m = 64 than at m = 4 (d = 128, P = 32).
     """
     return float(m) * m * d + EVALUATION_PER_COORDINATE * m * d + EVALUATION_FIXED
-
 
 
 def expected_evaluations(values: Mapping[str, Any]) -> float:
