@@ -53,6 +53,18 @@ def _wait_for_parts(parts: Path, proc: subprocess.Popen, minimum: int = 1) -> No
     raise AssertionError("no part appeared")
 
 
+def _wait_for_lock_owner(out: Path, proc: subprocess.Popen) -> None:
+    """Until ``proc`` holds the lock of ``out`` (its pid is written once the flock is taken)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if lock_module._read_owner(lock_path(out)).get("pid") == proc.pid:
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"sweep ended early: {proc.communicate()}")
+        time.sleep(0.05)
+    raise AssertionError(f"pid {proc.pid} never took the lock of {out}")
+
+
 def _data(path: Path) -> dict[str, np.ndarray]:
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         return {name: ds[name].values.copy() for name in ("y", "y_final", "status")}
@@ -149,10 +161,7 @@ def test_overlapping_cron_resumes_and_forces(tmp_path, toy_env, reference, cli) 
     proc.wait()
     running = _popen(toy_env, *args, "--resume", sleep=0.7)  # outlives the late runs' start
     try:
-        time.sleep(0.2)
-        deadline = time.monotonic() + 30
-        while not lock_path(out).exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_for_lock_owner(out, running)  # the killed run's lock file is still there
         late = run_process(*args, "--resume", env=toy_env)  # the next cron run
         assert_one_line_error(late, code=75)  # busy: try later
         assert f"in progress (pid {running.pid}" in late.err
