@@ -162,7 +162,9 @@ def test_busy_output_exits_75_and_a_complete_one_is_done_without_its_lock(tmp_pa
     job.write_text(JOB.format(steps=8))
     command = [sys.executable, "-m", "richlazy_cli", "sweep", "-c", str(job), "-o", str(out),
                "--continue", "-q"]
-    slow = subprocess.Popen(command, env={**toy_env, "RICHLAZY_TOY_SLEEP": "0.3"},
+    # 1 s a chunk: after the first part, 7 s for the busy run to start (1.4-1.8 s to import
+    # on the CI's kind of machine, idle) before the slow one could finish; terminated below
+    slow = subprocess.Popen(command, env={**toy_env, "RICHLAZY_TOY_SLEEP": "1.0"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for_parts(out, slow, 1)
     busy = subprocess.run(command, env=toy_env, capture_output=True, text=True, timeout=60)
