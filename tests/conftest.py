@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,19 @@ def run_process(
         timeout=timeout,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def wait_for(predicate: Callable[[], bool], proc: subprocess.Popen, what: str,
+             limit: float = 120) -> None:
+    """Poll ``predicate`` until it holds; fail if ``proc`` ends first or ``limit`` s pass."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if proc.poll() is not None:
+            raise AssertionError(f"ended before {what} (exit {proc.returncode}): "
+                                 f"{proc.communicate()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {limit:g} s")
+        time.sleep(0.005)
 
 
 def assert_one_line_error(result: CliResult, code: int = 2) -> None:

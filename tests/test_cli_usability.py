@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import xarray as xr
 
-from .conftest import assert_one_line_error, run_process
+from .conftest import assert_one_line_error, run_process, wait_for
 
 TOY4 = ["sweep", "solve", "toy", "-g", "slope=0,1,2,3"]
 
@@ -265,23 +265,13 @@ def _popen(args: list, env: dict[str, str], err: Path) -> subprocess.Popen:
         )
 
 
-def _wait_for(predicate, proc: subprocess.Popen, what: str, limit: float = 120) -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        if proc.poll() is not None:
-            raise AssertionError(f"ended before {what} (exit {proc.returncode})")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what}")
-        time.sleep(0.005)
-
-
 def test_sigterm_stops_loky_workers_with_the_parent(tmp_path, toy_env) -> None:
     out = tmp_path / "t.h5"
     parts = Path(f"{out}.parts")
     args = ["sweep", "solve", "toy", "-g", "slope=linspace(0,1,40)", "-p", "sleep=0.3",
             "--chunk-size", "1", "--jobs", "2", "-o", out, "-q"]
     proc = _popen(args, toy_env, tmp_path / "err")
-    _wait_for(lambda: parts.exists() and any(parts.glob("part-*.rlp")), proc, "part")
+    wait_for(lambda: parts.exists() and any(parts.glob("part-*.rlp")), proc, "part")
     workers = _children(proc.pid)
     assert workers, "no worker processes"
     proc.send_signal(signal.SIGTERM)
@@ -301,7 +291,7 @@ def test_sigterm_while_assembling_keeps_the_parts(tmp_path, toy_env) -> None:
     args = ["sweep", "solve", "toy", "-g", "slope=linspace(0,1,4)", "-p", "steps=1500000",
             "--chunk-size", "1", "--jobs", "1", "-o", out, "-q"]
     proc = _popen(args, toy_env, tmp_path / "err")
-    _wait_for(lambda: len(list(parts.glob("part-*.rlp"))) == 4, proc, "fourth part")
+    wait_for(lambda: len(list(parts.glob("part-*.rlp"))) == 4, proc, "fourth part")
     proc.send_signal(signal.SIGTERM)  # every chunk is computed: the file is being assembled
     code = proc.wait(timeout=60)
     err = (tmp_path / "err").read_text()
@@ -326,7 +316,7 @@ def test_sigterm_while_merging_writes_nothing(tmp_path, toy_env, cli) -> None:
     merged = tmp_path / "merged" / "m.h5"
     merged.parent.mkdir()
     proc = _popen(["store", "merge", merged, *shards], toy_env, tmp_path / "err")
-    _wait_for(lambda: any(merged.parent.iterdir()), proc, "temporary file")
+    wait_for(lambda: any(merged.parent.iterdir()), proc, "temporary file")
     proc.send_signal(signal.SIGTERM)
     code = proc.wait(timeout=60)
     err = (tmp_path / "err").read_text()

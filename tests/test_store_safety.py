@@ -24,7 +24,7 @@ from richlazy_cli.engine import lock as lock_module
 from richlazy_cli.engine.lock import OutputLock, lock_path
 from richlazy_cli.engine.store import WriteFailed, os_error_message, storage_error_line
 
-from .conftest import ROOT, assert_one_line_error, run_process
+from .conftest import ROOT, assert_one_line_error, run_process, wait_for
 
 GRID = ["-g", "slope=linspace(0,1,12)"]
 SLEEP: list[str] = []  # the slowness is RICHLAZY_TOY_SLEEP's, outside the sweep's parameters
@@ -43,26 +43,14 @@ def _popen(env: dict[str, str], *args: object, sleep: float = 0.4) -> subprocess
 
 
 def _wait_for_parts(parts: Path, proc: subprocess.Popen, minimum: int = 1) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if parts.exists() and len(list(parts.glob("part-*.rlp"))) >= minimum:
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"sweep ended early: {proc.communicate()}")
-        time.sleep(0.05)
-    raise AssertionError("no part appeared")
+    wait_for(lambda: parts.exists() and len(list(parts.glob("part-*.rlp"))) >= minimum, proc,
+             f"part {minimum}", limit=60)
 
 
 def _wait_for_lock_owner(out: Path, proc: subprocess.Popen) -> None:
     """Until ``proc`` holds the lock of ``out`` (its pid is written once the flock is taken)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if lock_module._read_owner(lock_path(out)).get("pid") == proc.pid:
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"sweep ended early: {proc.communicate()}")
-        time.sleep(0.05)
-    raise AssertionError(f"pid {proc.pid} never took the lock of {out}")
+    wait_for(lambda: lock_module._read_owner(lock_path(out)).get("pid") == proc.pid, proc,
+             f"lock of {out} held by pid {proc.pid}", limit=60)
 
 
 def _data(path: Path) -> dict[str, np.ndarray]:
