@@ -23,7 +23,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from richlazy_cli.models.base import Batch
-from richlazy_cli.models.diagonal import (
+from richlazy_cli.models.diagonal.model import (
     DiagonalModel,
     init_scale_shape,
     make_data,

@@ -77,7 +77,7 @@ def grokking_step(v: dict[str, Any], itemsize: int) -> tuple[float, float]:
     full-set evaluations of one epoch spread over its steps; bytes: ~17·d activations per
     layer and token and the logits written forward and read twice backward, and the
     parameters, gradients and two moments read and written."""
-    from richlazy_cli.models import grokking as gk
+    from richlazy_cli.models.grokking import model as gk
 
     d, p, L = int(v["d_model"]), int(v["p"]), int(v["n_layers"])
     b = gk.batch_size(int(v["batch"]), p, str(v["op"]))
@@ -114,7 +114,7 @@ def cnn_epoch(v: dict[str, Any], itemsize: int) -> tuple[float, float]:
     ``cost``, 6 FLOP per multiply-add forward and backward) over the training set; bytes:
     each example's activations (the network's hidden units) written and read back, and the
     parameters, gradients and optimiser state per step."""
-    from richlazy_cli.models import cnn
+    from richlazy_cli.models.cnn import model as cnn
     from richlazy_cli.practice import data as sources
 
     one = {**v, "epochs": 1, "probe_fraction": 0.0, "first_steps": 0, "records": [1]}
@@ -214,7 +214,7 @@ def timed(cls: Any, action: str, points: list[dict[str, Any]], sync: Callable[[]
 
 # -- the jobs -----------------------------------------------------------------------------------
 def bench_fig1b(device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
-    from richlazy_cli.models.two_layer import TwoLayer
+    from richlazy_cli.models.two_layer.model import TwoLayer
 
     spec = job("fig1b-gpu" if gpu else "fig1b")
     prm = {k: v for k, v in spec["params"].items() if k not in ("checkpoints",)}
@@ -259,7 +259,7 @@ def bench_fig1b(device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
 
 
 def bench_grokking(device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
-    from richlazy_cli.models.grokking import Grokking
+    from richlazy_cli.models.grokking.model import Grokking
 
     spec = job("grokking-alpha")
     prm = {**spec["params"], "device": device}
@@ -278,7 +278,7 @@ def bench_grokking(device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
     rows = [Row("grokking-alpha", "AdamW step", G / sec, flop, moved, "float32", total,
                 f"{G} runs per chunk, {how}")]
     if not gpu:  # the GPU's stacked path, timed on the CPU for comparison
-        from richlazy_cli.models import grokking as gk
+        from richlazy_cli.models.grokking import model as gk
 
         G = 5
         pts = pts * G if len(pts) == 1 else pts
@@ -295,7 +295,7 @@ def bench_grokking(device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
 
 
 def bench_rhm(device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
-    from richlazy_cli.models.rhm import RHM
+    from richlazy_cli.models.rhm.model import RHM
 
     spec = job("rhm-alpha")
     prm = {**spec["params"], "device": device, "n_checkpoints": 2}
@@ -322,7 +322,7 @@ def bench_rhm(device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
 
 
 def bench_cnn(name: str, device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
-    from richlazy_cli.models.cnn import CNN
+    from richlazy_cli.models.cnn.model import CNN
 
     spec = job(name)
     prm = {**spec["params"], "device": device, "first_steps": 0, "checkpoints": [1],
@@ -346,7 +346,7 @@ def bench_cnn(name: str, device: str, gpu: bool, quick: bool, sync: Any) -> list
 
 def bench_hermite(device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
     from richlazy_cli.models.base import Batch
-    from richlazy_cli.models.hermite import Hermite, evaluation_work, expected_evaluations
+    from richlazy_cli.models.hermite.model import Hermite, evaluation_work, expected_evaluations
 
     spec = job("ren-fig2")
     prm = {**spec["params"], "implementation": "torch", "device": device,

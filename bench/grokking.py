@@ -28,7 +28,7 @@ REDUCED = dict(p=23, d_model=64, batch=512)
 
 def ours(size: dict[str, Any], steps: int, eval_every: int, dtype: str) -> float:
     from richlazy_cli.models.base import Batch
-    from richlazy_cli.models.grokking import Grokking
+    from richlazy_cli.models.grokking.model import Grokking
 
     v = Grokking.resolve("train", {**size, "steps": steps, "eval_every": eval_every,
                                    "dtype": dtype})
@@ -41,8 +41,8 @@ def plain(size: dict[str, Any], steps: int, dtype: str) -> float:
     import torch
     import torch.nn.functional as F
 
-    from richlazy_cli.models import grokking as gk
-    from richlazy_cli.models.grokking import Grokking
+    from richlazy_cli.models.grokking import model as gk
+    from richlazy_cli.models.grokking.model import Grokking
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -96,7 +96,7 @@ def main() -> None:
           f"{'ours, eval/100':>15}   (steps/s; in brackets: cost on top of plain)")
     rate: dict[str, float] = {}
     for name, size, dtype, s0, s1 in cases:
-        from richlazy_cli.models import grokking as gk
+        from richlazy_cli.models.grokking import model as gk
 
         epoch = math.ceil((size["p"] ** 2 // 2) / gk.batch_size(size["batch"], size["p"], "x+y"))
         t_plain = per_step(plain, size, dtype, short=s0, long=s1)

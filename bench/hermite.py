@@ -39,7 +39,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from richlazy_cli.models.base import Batch, rng
-from richlazy_cli.models.hermite import (
+from richlazy_cli.models.hermite.model import (
     Hermite,
     greedy_recovery_times,
     hermite_coeffs,

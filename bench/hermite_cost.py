@@ -3,7 +3,8 @@
 Run: ``python bench/hermite_cost.py`` (about 10 minutes on one core).
 
 The dry run prices a ``solve`` configuration at its expected evaluations times the work of one
-evaluation, :func:`richlazy_cli.models.hermite.evaluation_work` (``m² d + 160 m d + 1.3·10⁶``),
+evaluation, :func:`richlazy_cli.models.hermite.model.evaluation_work`
+(``m² d + 160 m d + 1.3·10⁶``),
 and calibrates the seconds per unit on one probe, the job's cheapest point (docs/estimates.md).
 What matters is therefore the model's shape: whether a job's widths cost what the model says
 relative to each other. For 15 shapes (the job files' d and P, widths from the narrowest to the
@@ -36,7 +37,7 @@ SHAPES = ((128, 32, (4, 16, 64)), (256, 128, (8, 32, 128, 256)), (512, 256, (32,
 def per_evaluation(d: int, P: int, m: int) -> tuple[float, int]:
     """Seconds per gradient evaluation of one RK45 solve at (d, P, m), and evaluations timed."""
     from richlazy_cli.models.base import Batch
-    from richlazy_cli.models.hermite import Hermite
+    from richlazy_cli.models.hermite.model import Hermite
 
     base = {"k": 4, "beta": 0.8, "sigma0": 0.01, "decades": 5.0, "seed": 0, "n_records": 2,
             "early_stop": False, "d": d, "P": P, "m": m}
@@ -60,7 +61,7 @@ def per_evaluation(d: int, P: int, m: int) -> tuple[float, int]:
 def main() -> None:
     from threadpoolctl import threadpool_limits
 
-    from richlazy_cli.models.hermite import evaluation_work
+    from richlazy_cli.models.hermite.model import evaluation_work
 
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; one thread")
     rows = []

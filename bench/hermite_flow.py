@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import inspect, json, sys, time
 import numpy as np, torch
-from richlazy_cli.models import hermite as H, _hermite_torch as HT
+from richlazy_cli.models.hermite import model as H, _torch as HT
 device, B, quick, batched = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
 calls = [0]
 for name in ("cpu", "item", "tolist", "__bool__", "__float__", "__int__", "__index__"):
@@ -60,7 +60,7 @@ sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 def run():
     if not batched:
         return HT.integrate_flow(*args, **kw)
-    from richlazy_cli.compute import session
+    from richlazy_cli.numerics.compute import session
     extra = [HT.SYNC_EVERY] if "sync_every" in inspect.signature(HT._integrate).parameters else []
     with session():
         return HT._integrate(*args, None, True, rec, H.SETTLE_TOL, *extra)

@@ -40,8 +40,8 @@ CNN_SIZE = dict(batch=512, first_steps=0, probe_fraction=0.1)
 def ours(model: str, epochs: int, seeds: list[int], stacked: bool = True) -> float:
     """Wall time of richlazy's model on ``seeds`` as one chunk (``stacked`` False: every
     configuration trained alone, as a group of one)."""
-    from richlazy_cli.models import rhm
     from richlazy_cli.models.base import Batch, get_model
+    from richlazy_cli.models.rhm import model as rhm
 
     if not stacked:
         rhm.stackable = lambda v, device: False  # type: ignore[assignment]

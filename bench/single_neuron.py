@@ -18,7 +18,11 @@ import time
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from richlazy_cli.models.single_neuron import exact_trajectory, init_from_beta, numeric_trajectory
+from richlazy_cli.models.single_neuron.model import (
+    exact_trajectory,
+    init_from_beta,
+    numeric_trajectory,
+)
 
 
 def configs(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

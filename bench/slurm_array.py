@@ -8,7 +8,7 @@
    (SLURM's scheduling passes, four interpreter start-ups, the merge job) that a grid of seconds
    cannot amortise. Each data set is checked equal to the local one.
 2. SLURM tier: ``scripts/slurm-down.sh``, ``scripts/slurm-up.sh`` and
-   ``pytest tests/test_slurm.py``, wall time of the three (target <= 3 min).
+   ``pytest tests/slurm/test_slurm.py``, wall time of the three (target <= 3 min).
 
 Needs a running single-node SLURM (``scripts/slurm-up.sh``, root); without one it says so and
 exits 0. The load average is printed beside the figures: other processes on the machine slow
@@ -119,7 +119,7 @@ def main() -> None:
                   f"load {os.getloadavg()[0]:.2f}")
     if not args.no_tier:
         t = tier()
-        print(f"SLURM tier (slurm-down, slurm-up, pytest tests/test_slurm.py): {t:.0f} s "
+        print(f"SLURM tier (slurm-down, slurm-up, pytest tests/slurm/test_slurm.py): {t:.0f} s "
               f"(target <= 180) | load {os.getloadavg()[0]:.2f}")
 
 

@@ -20,7 +20,7 @@ configurations, the paper's size, float64 and float32) of three trees in one run
 alternating rounds, with the load average: the base commit ``REF`` (checked out in a
 temporary git worktree; by default the commit before the step was fused into preallocated
 buffers), this tree's eager step (``implementation = torch``) and its compiled step
-(``implementation = torch-compiled``, :class:`richlazy_cli.models._two_layer_torch.CompiledStep`;
+(``implementation = torch-compiled``, :class:`richlazy_cli.models.two_layer._torch.CompiledStep`;
 the first compilation is left out of the timing). docs/performance.md quotes its figures.
 
 ``--seeds`` measures instead, on the CPU (one thread, the paper's size, float64), a chunk of
@@ -49,7 +49,7 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from richlazy_cli.models.base import Batch
-from richlazy_cli.models.two_layer import TwoLayer
+from richlazy_cli.models.two_layer.model import TwoLayer
 
 PAPER = dict(d=100, h=50, k=3, n=1000, n_test=10000, lr=5e-3, seed=100)
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,8 +187,8 @@ def hermite_on_gpu(torch: Any, quick: bool, device: str = "cuda") -> None:
     import math
     import tomllib
 
-    from richlazy_cli.models import _hermite_torch as HT
-    from richlazy_cli.models import hermite as H
+    from richlazy_cli.models.hermite import _torch as HT
+    from richlazy_cli.models.hermite import model as H
 
     small = dict(d=128, P=32, k=4, beta=0.8, sigma0=0.01, t_max=1000.0, decades=4.0,
                  checkpoints=200, seed=0, early_stop=True)
@@ -320,7 +320,7 @@ import numpy as np
 import torch
 torch.set_num_threads(1)
 from richlazy_cli.models.base import Batch
-from richlazy_cli.models.two_layer import TwoLayer
+from richlazy_cli.models.two_layer.model import TwoLayer
 impl, dtype, s1, s2 = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 paper = json.loads(sys.argv[5])
 taus, deltas = np.logspace(-1, 0.3, 17), np.linspace(-1, 1, 17)

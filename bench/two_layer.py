@@ -53,7 +53,7 @@ FLOPS_PER_STEP = 4.0 * N * D * H
 # -- workers (run in loky processes) -----------------------------------------------------------
 
 def _problem(dtype: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    from richlazy_cli.models import _two_layer_kernels as kern
+    from richlazy_cli.models.two_layer import _kernels as kern
 
     prob = kern.make_problem(0, D, H, K, N, 10, True)
     W0, a0 = kern.initial_params(prob, np.array([1.0]), np.array([0.0]))
@@ -106,7 +106,7 @@ def torch_worker(n_configs: int, steps: int) -> tuple[int, float]:
 
 def _model_run(tau: float, dtype: str, steps: int) -> float:
     from richlazy_cli.models.base import Batch
-    from richlazy_cli.models.two_layer import TwoLayer
+    from richlazy_cli.models.two_layer.model import TwoLayer
 
     pts = [TwoLayer.resolve("train", {"tau": tau, "delta": float(dl), "steps": steps,
                                       "checkpoints": [0], "dtype": dtype, "n_test": 10})
@@ -166,7 +166,7 @@ def gemm_rate_2cores() -> tuple[float, float]:
 
 def kernel_distance_timing() -> tuple[float, float, float]:
     """(closed-form panels s, feature-matrix s, |S difference|) for one evaluation."""
-    from richlazy_cli.models import _two_layer_kernels as kern
+    from richlazy_cli.models.two_layer import _kernels as kern
 
     with threadpool_limits(1):
         X, _, W0, a0 = _problem("float64")
@@ -210,8 +210,8 @@ def kernel_distance_timing() -> tuple[float, float, float]:
 
 def metrics_overhead(dtype: str) -> tuple[float, float, float]:
     """(seconds per checkpoint per config, initial K0 etc. per config, training s/step/config)."""
-    from richlazy_cli.models import _two_layer_kernels as kern
-    from richlazy_cli.models.two_layer import _Metrics
+    from richlazy_cli.models.two_layer import _kernels as kern
+    from richlazy_cli.models.two_layer.model import _Metrics
 
     with threadpool_limits(1):
         prob = kern.make_problem(0, D, H, K, N, 10000, True)
@@ -237,7 +237,7 @@ def _time(fn: Any) -> float:
 PEAK_SNIPPET = """
 import numpy as np
 from richlazy_cli.models.base import Batch
-from richlazy_cli.models.two_layer import TwoLayer
+from richlazy_cli.models.two_layer.model import TwoLayer
 
 def hwm():  # peak resident set of this process (KiB); unlike ru_maxrss, reset by exec
     for line in open("/proc/self/status"):

@@ -50,9 +50,9 @@ from typing import Any
 
 import numpy as np
 
-from richlazy_cli.models import _hermite_diagnostics as hd
 from richlazy_cli.models.base import Batch
-from richlazy_cli.models.hermite import Hermite, teacher_weights
+from richlazy_cli.models.hermite import _diagnostics as hd
+from richlazy_cli.models.hermite.model import Hermite, teacher_weights
 from richlazy_cli.report.scaling import (
     emergence_order_fit,
     finite_p_offset,

@@ -1,5 +1,5 @@
 """Ren et al. 2025 §3.2 / Lemma B.1: the decoupling numbers, measured as the paper defines
-them (docs/claims.md §Decoupling; richlazy_cli/models/_hermite_diagnostics.py).
+them (docs/claims.md §Decoupling; richlazy_cli/models/hermite/_diagnostics.py).
 
 For each configuration and seed it prints the lemma's conditions (a_min/d^-0.3 and
 a_min √P/d^-0.8, both ≫ 1), the competitors' largest growth before recovery, their
@@ -14,7 +14,7 @@ import argparse
 import json
 import time
 
-from richlazy_cli.models._hermite_diagnostics import decoupling_run
+from richlazy_cli.models.hermite._diagnostics import decoupling_run
 
 #: (d, P, m, a or None for a_p ∝ p^-0.8): the first two satisfy the lemma's condition, the
 #: last is the configuration of docs/hermite-sgd.md §7, which violates a_min ≫ d^-0.3.

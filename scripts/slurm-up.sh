@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start a single-node SLURM on this machine for richlazy's SLURM tests (tests/test_slurm.py):
+# Start a single-node SLURM on this machine for richlazy's SLURM tests (tests/slurm/test_slurm.py):
 # munge, slurmctld and slurmd from Debian's packages, installed first when missing.
 #
 #   scripts/slurm-up.sh      # install if needed, configure, start; prints "slurm: up ..."

@@ -49,7 +49,7 @@ def one_torch_thread():
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]):
     """Run `richlazy ARGS...` in this process; returns exit code, stdout and stderr."""
-    from richlazy_cli.cli import run
+    from richlazy_cli.cli.app import run
 
     def invoke(*args: str) -> CliResult:
         code = run([str(a) for a in args])

@@ -5,7 +5,7 @@ kind of processor. Bits are promised on one kind only (docs/engine.md, "Reproduc
 OpenBLAS, oneDNN and the vectorised maths library choose their kernels by CPU), so a test that
 compares with those bits can ask for them only on that kind. The kind is told by the contract
 examples themselves: on the reference's kind, every output that no refactoring changed by
-declaration keeps its recorded bits (``tests/test_contract_before.py`` checks that this holds
+declaration keeps its recorded bits (``tests/models/test_contract_before.py`` checks that this holds
 there, and that elsewhere the differences are rounding spread over many families).
 """
 

@@ -1,7 +1,7 @@
 """Record every registered model's contract examples (each example alone) into an ``.npz``.
 
 The file is the reference the refactoring test compares against
-(``tests/test_contract_before.py``): each float variable of each example is stored, keyed
+(``tests/models/test_contract_before.py``): each float variable of each example is stored, keyed
 ``model/action/example/variable``. Timing (``elapsed``) and string variables are left out.
 
 Run: ``PYTHONPATH=. .venv/bin/python -m tests.record_contract [OUT.npz]``

@@ -1,7 +1,7 @@
 """Record the hermite torch flow's outputs on a few cases into ``tests/data/hermite_flow.npz``.
 
-The file is the reference of ``tests/test_hermite_flow.py``: the flow's recovery times,
-evaluation counts and records as the torch flow computed them when its step-size control
+The file is the reference of ``tests/models/hermite/test_hermite_flow.py``: the flow's recovery
+times, evaluation counts and records as the torch flow computed them when its step-size control
 still ran on the host (one synchronisation per step). Keys are ``case/variable``.
 
 Run: ``PYTHONPATH=. .venv/bin/python -m tests.record_hermite_flow [OUT.npz]``
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from richlazy_cli.models import hermite as H
 from richlazy_cli.models.base import Batch
+from richlazy_cli.models.hermite import model as H
 
 OUT = Path(__file__).parent / "data" / "hermite_flow.npz"
 VARIABLES = ("t_recover", "nfev", "t_stop", "winner", "status", "loss", "overlap", "norm")

@@ -1,5 +1,5 @@
 """A toy family with a NumPy reference and a torch implementation: all it declares is its
-table, and the contract suite (tests/test_contract.py) runs it over the whole matrix of
+table, and the contract suite (tests/models/test_contract.py) runs it over the whole matrix of
 implementations, devices and dtypes (docs/engine.md, "Implementations and devices")."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any, ClassVar
 import numpy as np
 import xarray as xr
 
-from richlazy_cli import compute
-from richlazy_cli.compute import Implementation
 from richlazy_cli.models.base import Batch, Model, Progress, register, rng, var
+from richlazy_cli.numerics import compute
+from richlazy_cli.numerics.compute import Implementation
 from richlazy_cli.params import Param
 
 TABLE = (

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import compute
 from ..errors import Status
+from ..numerics import compute
 from .footprint import declared_size, declared_working
 from .job import Job, RunOptions
 
@@ -97,8 +97,8 @@ def auto_chunk_size(pending: int, workers: int) -> int:
 def device_chunk_size(job: Job, pending: np.ndarray, workers: int) -> int | None:
     """The automatic chunk on a GPU: as many configurations as fit in
     :data:`DEVICE_MEMORY_SHARE` of the device's free memory
-    (:func:`richlazy_cli.compute.device_free_bytes`), each taking the largest working memory
-    the model declares over the grid (``working_bytes`` of :meth:`.Model.footprint`) plus its
+    (:func:`richlazy_cli.numerics.compute.device_free_bytes`), each taking the largest working
+    memory the model declares over the grid (``working_bytes`` of :meth:`.Model.footprint`) plus its
     outputs, and no more than one chunk's share of the pending points per worker (one worker
     per GPU), so that one GPU takes a whole job in one chunk where it fits. None where the job
     does not compute on a GPU (a CPU implementation, ``device = cpu``, no GPU present) or the

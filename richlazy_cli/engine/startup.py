@@ -72,7 +72,7 @@ def command_startup(model: str) -> float:
     age = process_age() if _is_command() else None
     if age is not None:
         return age
-    code = ("import richlazy_cli.cli; from richlazy_cli.models.base import get_model; "
+    code = ("import richlazy_cli.cli.app; from richlazy_cli.models.base import get_model; "
             f"get_model({model!r})")
     start = time.perf_counter()
     try:

@@ -49,7 +49,7 @@ def diagonal(files: Sequence[ResultFile]) -> Built:
 
 def fully_connected(files: Sequence[ResultFile]) -> Built:
     rf = find(files, "single-neuron", ("beta_inf",), ("alpha", "s"), "azulay-fc")
-    from ..models.fc_neuron import fc_init, kernel_predictor
+    from ..models.single_neuron.fully_connected import fc_init, kernel_predictor
 
     alphas, shapes = values(rf, "alpha"), values(rf, "s")
     X = np.asarray(rf.params["X"], dtype=float)

@@ -530,7 +530,7 @@ def fig9(files: Sequence[ResultFile], seed: int = 0) -> Built:
     """A three-layer ReLU net R² → R, 20 units per layer, at He initialisation: the activation
     regions with biases (polytopes) and without (cones), coloured by the parity of the number
     of active units (docs/two-layer.md eq. (14)); drawn from the initialisation alone."""
-    from ..models import _relu_partition as rp
+    from ..models.two_layer import relu_partition as rp
 
     fig = new_figure(height=3.0, width=6.8)
     axes = fig.subplots(1, 2)

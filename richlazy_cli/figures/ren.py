@@ -16,7 +16,7 @@ from .common import Built, find, fmt, log_floor, new_figure
 
 
 def _teacher_a(rf: ResultFile) -> np.ndarray:
-    from ..models.hermite import teacher_weights
+    from ..models.hermite.model import teacher_weights
 
     a = rf.params.get("a")
     return teacher_weights(int(rf.params["P"]), float(rf.params.get("beta", 0.8)),

@@ -1,4 +1,5 @@
-"""Deprecated: the device handling of the torch implementations is :mod:`richlazy_cli.compute`.
+"""Deprecated: the device handling of the torch implementations is
+:mod:`richlazy_cli.numerics.compute`.
 
 Kept as a thin alias for code written against the older spelling, where ``backend = torch``
 chose the implementation.
@@ -9,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..compute import gpu_workers as _gpu_workers
-from ..compute import import_torch, resolve_device
+from ..numerics.compute import gpu_workers as _gpu_workers
+from ..numerics.compute import import_torch, resolve_device
 
 __all__ = ["gpu_workers", "import_torch", "resolve_device"]
 

@@ -20,7 +20,7 @@ A model may return a ``status`` variable over ``point`` (0 ok, 1 diverged); the 
 ``summary``, ``actions``, ``params`` and ``examples``; that lists an action it does not
 implement; whose parameter names repeat; whose defaults fail their own validation; or whose
 examples name unknown parameters or fail :meth:`Model.resolve`. What a model *computes* is held
-to the contract by the suite ``tests/test_contract.py``, which runs every registered model's
+to the contract by the suite ``tests/models/test_contract.py``, which runs every registered model's
 examples (schema, batch against single configurations, seeds, ranges, cost, file round trip).
 docs/engine.md states the contract and the result schema.
 """
@@ -39,11 +39,11 @@ from typing import Any, ClassVar
 import numpy as np
 import xarray as xr
 
-from .. import compute
-from ..compute import Implementation, MissingRequirement
 from ..errors import BadInput
+from ..numerics import compute
+from ..numerics.compute import Implementation, MissingRequirement
+from ..numerics.randomness import rng  # noqa: F401 (re-export: models import rng from here)
 from ..params import Param, suggest
-from ..randomness import rng  # noqa: F401 (re-export: models import rng from here)
 
 Progress = Callable[[float], None]
 """Callback a long kernel calls with the fraction of its work done (0..1)."""
@@ -205,7 +205,7 @@ class Model:
     ``seed`` parameter draws random numbers from it (and only from it) in every action."""
     requires: ClassVar[tuple[str, ...]] = ()
     """Modules every run of the model imports (``("torch",)``); a missing one is bad input
-    naming the extra that provides it (:func:`richlazy_cli.compute.require`), checked after
+    naming the extra that provides it (:func:`richlazy_cli.numerics.compute.require`), checked after
     the model's own rules, so that the model is listed, and its examples validated, without."""
     implementations: ClassVar[tuple[Implementation, ...]] = ()
     """The family's implementations (docs/engine.md, "Implementations and devices"), in order
@@ -320,8 +320,8 @@ class Model:
         :meth:`derive` fills the derived values; :meth:`check` gives its verdict; the
         requirements (:attr:`requires` and the implementation's) are import-checked; the
         device is resolved (``cuda`` without a GPU is bad input,
-        :data:`richlazy_cli.compute.NO_GPU`). Not meant to be overridden: a family states its
-        rules in :meth:`derive` and :meth:`check`.
+        :data:`richlazy_cli.numerics.compute.NO_GPU`). Not meant to be overridden: a family states
+        its rules in :meth:`derive` and :meth:`check`.
         """
         impl = None
         if cls.implementations and action in cls.actions:
@@ -388,7 +388,7 @@ class Model:
     @classmethod
     def device_workers(cls, values: Mapping[str, Any], action: str | None = None) -> int | None:
         """One worker per GPU where ``values``' implementation runs on a device and its
-        ``device`` is not ``cpu`` (:func:`richlazy_cli.compute.gpu_workers`), else None (no
+        ``device`` is not ``cpu`` (:func:`richlazy_cli.numerics.compute.gpu_workers`), else None (no
         limit): the ``workers`` of every model's :class:`Footprint`."""
         impl = cls.implementation(values, action)
         if impl is None or not impl.on_devices:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import BadInput
-from ..randomness import rng
+from ..numerics.randomness import rng
 from ..userfiles import read_npz as read_archive
 
 SOURCES = ("digits", "digits24", "mnist1d", "npz")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..kernel_distance import kernel_distance as _finish
+from ..numerics.kernel_distance import kernel_distance as _finish
 from .nets import Forward
 
 KERNELS = ("trace", "full")

@@ -224,7 +224,7 @@ def _draw_partition(rf: ResultFile, at: dict[str, int]) -> Drawn:
 
 # -- Fig. 7 -------------------------------------------------------------------------------------
 def _draw_basin(rf: ResultFile, at: dict[str, int]) -> Drawn:
-    from ..models._single_neuron_extras import basin_score
+    from ..models.single_neuron._extras import basin_score
 
     ds = rf.ds
     bstar = np.asarray(rf.params.get("beta_star", [0.0, 1.0]), dtype=float)

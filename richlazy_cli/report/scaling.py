@@ -383,7 +383,7 @@ def unstable_window_slope(P: int, beta: float, n_points: int = 400) -> float:
     ``L(n) = ½ Σ_{p>q(n)} a_p²`` (exact sums, ``a_p ∝ p^{−β}``). OLS of log L against log n
     over ``n_points`` log-spaced budgets in [1, P^{2β}) (the window [n̂_1, n̂_P] of the runs).
     Tends to :func:`unstable_exponent` as P → ∞, slowly (the tail's finite-P cut-off)."""
-    from richlazy_cli.models.hermite import teacher_weights
+    from richlazy_cli.models.hermite.model import teacher_weights
 
     a2 = teacher_weights(P, beta) ** 2
     tail = np.concatenate([0.5 * np.cumsum(a2[::-1])[::-1], [0.0]])  # tail[k] = ½ Σ_{p>k}

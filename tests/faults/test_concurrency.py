@@ -1,0 +1,74 @@
+"""N sweeps started together on one output: exactly one computes, the others exit 2, and the
+result is bit for bit that of a run alone (README: "Sweeps")."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import xarray as xr
+
+from ..conftest import ROOT
+
+GRID = ["-g", "slope=linspace(0,1,6)", "-g", "seed=range(2)"]
+
+
+def _values(path: Path) -> dict[str, bytes]:
+    with xr.open_dataset(path, engine="h5netcdf") as ds:
+        return {name: ds[name].values.tobytes() for name in ("y", "y_final", "status")}
+
+
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory) -> dict[str, bytes]:
+    from richlazy_cli.cli.app import run
+
+    out = tmp_path_factory.mktemp("alone") / "alone.h5"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RICHLAZY_MODELS", "tests.engine_models")
+        mp.syspath_prepend(str(ROOT))
+        assert run(["sweep", "solve", "toy", *GRID, "-o", str(out), "-q", "--jobs", "1"]) == 0
+    return _values(out)
+
+
+def _round(tmp_path: Path, env: dict[str, str], n: int, k: int, extra: list[str]) -> Path:
+    """Start ``n`` identical sweeps at once; check one computed and the others were refused."""
+    out = tmp_path / f"race-{n}-{k}.h5"
+    # each chunk sleeps, so that the winner still runs when the others start
+    slow = {**env, "RICHLAZY_TOY_SLEEP": "0.5"}
+    command = [sys.executable, "-m", "richlazy_cli", "sweep", "solve", "toy", *GRID, "-o",
+               str(out), "--jobs", "1", "--chunk-size", "4", "-q", *extra]
+    procs = [
+        subprocess.Popen(command, env=slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+        for _ in range(n)
+    ]
+    results = [(p.wait(timeout=120), p.communicate()[1]) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes.count(0) == 1 and set(codes) <= {0, 2, 75}, results
+    for code, err in results:
+        if code:  # busy (75) while the winner runs; bad input (2) once its output exists
+            lines = err.strip().splitlines()
+            assert len(lines) == 1 and "Traceback" not in err, err
+            assert ("in progress" in lines[0]) == (code == 75), err
+            assert code == 75 or "exists" in lines[0], err
+    assert not Path(f"{out}.parts").exists() and not Path(f"{out}.lock").exists()
+    return out
+
+
+def _check(tmp_path, env, alone, n, rounds) -> None:
+    for k in range(rounds):
+        extra = ["--force"] if k % 2 else []  # overlapping --force runs too
+        out = _round(tmp_path, env, n, k, extra)
+        assert _values(out) == alone
+
+
+def test_three_sweeps_started_together_one_round(tmp_path, toy_env, alone) -> None:
+    _check(tmp_path, toy_env, alone, 3, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [2, 3])
+def test_sweeps_started_together_five_rounds(tmp_path, toy_env, alone, n) -> None:
+    _check(tmp_path, toy_env, alone, n, 5)

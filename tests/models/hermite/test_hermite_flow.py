@@ -1,0 +1,154 @@
+"""The hermite torch flow with its step-size control on the device (docs/performance.md,
+"Hermite on a GPU"): the same steps, recovery times and evaluation counts as the host-side
+control it replaced, and one host synchronisation per window of attempts instead of several
+per attempt.
+
+``tests/data/hermite_flow.npz`` holds the outputs of :data:`tests.record_hermite_flow.CASES`
+as the host-side control computed them (one synchronisation per step, step factors by NumPy's
+vectorised power). The device computes ``err^(-1/5)`` with torch's power (on the CPU the C
+library's, SciPy's own scalar rule), which differs from NumPy's vectorised one in the last
+bit on some CPUs; with NumPy's power put back the flow is bit for bit the recorded one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ... import record_hermite_flow as R
+from ...processor_kind import on_the_reference_processor
+
+torch = pytest.importorskip("torch")
+from richlazy_cli.models.hermite import _torch as HT  # noqa: E402
+from richlazy_cli.numerics.solvers.runge_kutta import BatchedRK45  # noqa: E402
+
+EXACT = ("nfev", "winner", "status")
+"""Recorded variables that must be equal (the steps taken, the recovering neurons)."""
+
+
+class HostPowerRK45(BatchedRK45):
+    """The device-side control with the host's former step factor: NumPy's power."""
+
+    def power(self, err: Any) -> Any:
+        with np.errstate(divide="ignore"):
+            host = err.cpu().numpy() ** self.error_exponent
+        return torch.as_tensor(host, dtype=err.dtype, device=err.device)
+
+
+@pytest.fixture(scope="module")
+def before() -> Any:
+    return np.load(R.OUT)
+
+
+@pytest.mark.parametrize("sync_every", [1, 5])
+def test_with_the_hosts_power_every_output_is_the_recorded_one_bit_for_bit(
+        before: Any, sync_every: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bit for bit on the kind of processor the reference was recorded on
+    (``tests.processor_kind``: bits are promised on one kind only, docs/engine.md). On
+    another kind the recorded bits are another processor's: the steps, winners and status
+    must still be equal and the rest within the tolerances below (measured on an AMD EPYC:
+    t_stop 1.7e-11 relative, records 2.4e-11)."""
+    monkeypatch.setattr(HT, "BatchedRK45", HostPowerRK45)
+    monkeypatch.setattr(HT, "SYNC_EVERY", sync_every)
+    now = R.outputs()
+    assert set(now) == set(before.files)
+    if on_the_reference_processor():
+        changed = [k for k in before.files if before[k].tobytes() != now[k].tobytes()]
+        assert not changed, changed
+    else:
+        assert_unchanged_up_to_rounding(before, now)
+
+
+def test_t_recover_and_evaluation_counts_are_unchanged(before: Any) -> None:
+    assert_unchanged_up_to_rounding(before, R.outputs())
+
+
+def assert_unchanged_up_to_rounding(before: Any, now: dict[str, np.ndarray]) -> None:
+    for key in before.files:
+        old, new = before[key], now[key]
+        if key.rsplit("/", 1)[1] in EXACT:
+            assert np.array_equal(new, old), key
+        elif key.endswith("/t_recover"):  # measured: within 2e-15 relative
+            np.testing.assert_allclose(new, old, rtol=1e-12, atol=0.0, err_msg=key)
+        elif key.endswith("/t_stop"):  # measured: 1.05e-12 relative after ~1000 steps
+            np.testing.assert_allclose(new, old, rtol=1e-10, atol=0.0, err_msg=key)
+        else:  # records: measured within 2e-11
+            np.testing.assert_allclose(new, old, rtol=0.0, atol=1e-10, err_msg=key)
+
+
+SYNCING = ("cpu", "item", "tolist", "__bool__", "__float__", "__int__", "__index__")
+"""torch.Tensor methods that bring a value to the host (a synchronisation on a GPU)."""
+
+
+def count_syncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count every call of a :data:`SYNCING` method from now on."""
+    calls = [0]
+    for name in SYNCING:
+        method = getattr(torch.Tensor, name)
+
+        def counted(self: Any, *args: Any, _method: Any = method, **kwargs: Any) -> Any:
+            calls[0] += 1
+            return _method(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    return calls
+
+
+def flow(sync_every: int) -> dict[str, np.ndarray]:
+    """A long flow with few records: 2 output times, one teacher."""
+    from richlazy_cli.models.hermite import model as H
+
+    m, d, P = 3, 6, 1
+    U0 = H.initial_directions(0, m, d)
+    c = H.hermite_coeffs(4, None)
+    return HT.integrate_flow(
+        torch, 0.05 * U0[None], H.teacher_weights(P, 1.0)[None], c, np.array([0.0, 400.0]),
+        1e-9, np.array([1e-13]), H._R_FLOOR, H.RECOVERY, "cpu", False, sync_every=sync_every)
+
+
+def test_host_synchronisations_fall_by_the_cadence(monkeypatch: pytest.MonkeyPatch) -> None:
+    K = 16
+    calls = count_syncs(monkeypatch)
+    every = flow(1)
+    per_step = calls[0]
+    calls[0] = 0
+    windowed = flow(K)
+    per_window = calls[0]
+    assert np.array_equal(windowed["nfev"], every["nfev"])
+    assert np.array_equal(windowed["t_recover"], every["t_recover"])
+    attempts = (int(every["nfev"][0]) - 2) // 6  # 2 evaluations choose the first step
+    assert attempts > 200
+    assert per_step >= attempts  # at least one per attempt when synchronised every step
+    others = per_step - attempts  # set-up, records, recovery-time search: the same in both
+    assert per_window <= others + attempts / K + 2, (per_step, per_window, attempts)
+    print(f"host syncs: {per_step} (K = 1), {per_window} (K = {K}), {attempts} attempts")
+
+
+def test_one_batch_on_the_device_path_takes_each_configurations_own_steps() -> None:
+    """The GPU path (the whole batch as one computation) run on the CPU: configurations that
+    stop early (early stop) or late are carried along masked, and each takes the steps and
+    evaluations it takes alone."""
+    from richlazy_cli.models.hermite import model as H
+    from richlazy_cli.numerics.compute import session
+
+    m, d, P = 4, 16, 4
+    U0 = H.initial_directions(2, m, d)
+    c = H.hermite_coeffs(4, None)
+    sigma0 = np.array([0.02, 0.05, 0.2])
+    a = np.stack([H.teacher_weights(P, beta) for beta in (0.5, 1.0, 1.5)])
+    rec = np.isfinite(np.stack([H.greedy_recovery_times(U0[:, :P], a[b], c) for b in range(3)]))
+    times = H.log_times(2000.0, 30, 4.0)
+    atol = 1e-3 * 1e-7 * sigma0 / np.sqrt(d)
+    args = (torch, sigma0[:, None, None] * U0[None], a, c, times, 1e-7, atol, H._R_FLOOR,
+            H.RECOVERY)
+    alone = HT.integrate_flow(*args, "cpu", False, early_stop=True, recoverable=rec,
+                              settle_tol=H.SETTLE_TOL)
+    with session():
+        batch = HT._integrate(*args, "cpu", False, None, True, rec, H.SETTLE_TOL, 5)
+    assert len(set(alone["nfev"].tolist())) == 3  # they end at different steps
+    for key in ("nfev", "winner", "status"):
+        assert np.array_equal(batch[key], alone[key]), key
+    for key in ("t_recover", "t_stop", "loss", "overlap"):
+        np.testing.assert_allclose(batch[key], alone[key], rtol=1e-9, atol=1e-12, err_msg=key)
