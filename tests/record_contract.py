@@ -1,8 +1,9 @@
 """Record every registered model's contract examples (each example alone) into an ``.npz``.
 
-The file is the reference the refactoring test compares against
-(``tests/models/test_contract_before.py``): each float variable of each example is stored, keyed
-``model/action/example/variable``. Timing (``elapsed``) and string variables are left out.
+The file is the reference that ``tests/models/test_contract_reference.py`` compares against:
+each numeric variable of each example is stored, keyed ``model/action/example/variable``, and
+the fingerprint of the machine that computed it beside it (``tests/machine_kind.py``). Timing
+(``elapsed``) and string variables are left out.
 
 Run: ``PYTHONPATH=. .venv/bin/python -m tests.record_contract [OUT.npz]``
 """
@@ -17,6 +18,7 @@ import numpy as np
 
 from richlazy_cli.errors import BadInput
 from richlazy_cli.models.base import Batch, all_models
+from tests.machine_kind import write_fingerprint
 
 SKIP = {"elapsed"}
 VARIANTS: dict[str, tuple[dict[str, Any], ...]] = {
@@ -25,7 +27,7 @@ VARIANTS: dict[str, tuple[dict[str, Any], ...]] = {
 }
 """Second implementations recorded too (on the CPU), under ``model/action/example+key=value``;
 a variant that does not apply to an action (BadInput) is skipped."""
-OUT = Path(__file__).parent / "data" / "contract_before.npz"
+OUT = Path(__file__).parent / "data" / "contract_reference.npz"
 
 
 def outputs() -> dict[str, np.ndarray]:
@@ -56,6 +58,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     arrays = outputs()
     np.savez_compressed(out, **arrays)
+    write_fingerprint(out)
     print(f"{len(arrays)} arrays -> {out} ({out.stat().st_size} bytes)")
 
 

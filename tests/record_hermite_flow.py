@@ -1,8 +1,8 @@
 """Record the hermite torch flow's outputs on a few cases into ``tests/data/hermite_flow.npz``.
 
 The file is the reference of ``tests/models/hermite/test_hermite_flow.py``: the flow's recovery
-times, evaluation counts and records as the torch flow computed them when its step-size control
-still ran on the host (one synchronisation per step). Keys are ``case/variable``.
+times, evaluation counts and records, keyed ``case/variable``, with the fingerprint of the
+machine that computed them beside it (``tests/machine_kind.py``).
 
 Run: ``PYTHONPATH=. .venv/bin/python -m tests.record_hermite_flow [OUT.npz]``
 """
@@ -17,6 +17,7 @@ import numpy as np
 
 from richlazy_cli.models.base import Batch
 from richlazy_cli.models.hermite import model as H
+from tests.machine_kind import write_fingerprint
 
 OUT = Path(__file__).parent / "data" / "hermite_flow.npz"
 VARIABLES = ("t_recover", "nfev", "t_stop", "winner", "status", "loss", "overlap", "norm")
@@ -51,6 +52,7 @@ def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else OUT
     arrays = outputs()
     np.savez_compressed(out, **arrays)
+    write_fingerprint(out)
     print(f"{len(arrays)} arrays -> {out} ({out.stat().st_size} bytes)")
 
 
