@@ -210,11 +210,12 @@ class Grokking(Model):
         """Peak memory of one configuration: the parameters with their gradients and AdamW's
         two moments (4 copies of ``n_layers·(12·d² + 13·d) + 2·(p+2)·d + 5·d`` values), a
         training batch's activations kept for the backward pass (4 positions, about
-        ``17·d`` values per layer and position, and the logits), one evaluation batch of
-        :data:`EVAL_ROWS` pairs, and the data (the pairs and their split, 90 bytes per
-        pair). An upper bound within a factor of 2.5 of the measured growth of the resident
-        memory (tests/faults/test_faults.py); the interpreter and torch themselves (about 400 MB
-        per process) are not counted."""
+        ``17·d`` values per layer and position, and the logits, twice: the forward values and
+        their gradients), one evaluation batch of :data:`EVAL_ROWS` pairs (the same values
+        once: it runs without gradients), and the data (the pairs and their split, 90 bytes
+        per pair). An upper bound within a factor of 2.5 of the measured growth of the
+        resident memory (tests/faults/test_faults.py); the interpreter and torch themselves
+        (about 400 MB per process) are not counted."""
         s = 4 if values.get("dtype", "float32") == "float32" else 8
         d, p, L = int(values["d_model"]), int(values["p"]), int(values["n_layers"])
         V, h = p + 2, int(values["n_heads"])
@@ -223,7 +224,7 @@ class Grokking(Model):
         per_row = 4 * L * (17 * d + 8 * h) + 3 * V
         rows = batch_size(int(values["batch"]), p, str(values["op"]))
         evaluated = min(N, EVAL_ROWS)
-        return float(4 * params * s + 2 * rows * per_row * s + 2 * evaluated * per_row * s
+        return float(4 * params * s + 2 * rows * per_row * s + evaluated * per_row * s
                      + 90 * N)
 
     # ------------------------------------------------------------------------------------------
