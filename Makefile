@@ -11,7 +11,7 @@ JOBS   ?= 2
 RESULTS := results
 REPORTS := reports
 
-.PHONY: install demo test test-claims test-slow lint bench clean help fig3 fig1b-small fig1a azulay-small \
+.PHONY: install demo test test-quick test-claims test-slow lint bench clean help fig3 fig1b-small fig1a azulay-small \
 	fig5a fig5b-small fig7 fig8 fig10 linear-b1 ren-sgd-dscaling ren-width \
 	fig6a-small fig6b-small fig6c-small fig6d-reduced
 
@@ -19,6 +19,7 @@ help:
 	@echo "make install   create .venv and install richlazy (editable, all extras)"
 	@echo "make demo      install, then run the demo sweeps and report"
 	@echo "make test      install, then run the test suite"
+	@echo "make test-quick  the unit tests of numerics, models and engine (about a minute)"
 	@echo "make test-claims  the papers' claims, cheapest honest versions (marker claims)"
 	@echo "make lint      ruff and mypy (richlazy_cli and richlazy)"
 	@echo "make bench     run the benchmark scripts in bench/"
@@ -110,8 +111,23 @@ demo: install $(REPORTS)/demo/index.html
 	@echo "results: $(DEMO_RESULTS)"
 	@echo "report:  $(REPORTS)/demo/index.html"
 
+# The fast tier on TEST_WORKERS pytest-xdist workers (2: the documented machine); the tests that
+# start, signal or wait on processes run one at a time on one of them (tests/conftest.py).
+# Prints its wall time and its 20 slowest tests. Then the SLURM tier, alone: its jobs share
+# the node's 2 CPUs with nothing else (tests/slurm/; skipped where no SLURM runs).
+TEST_WORKERS ?= 2
 test: install
-	$(BIN)/python -m pytest -q -rs
+	@start=$$(date +%s); rc=0; $(BIN)/python -m pytest -q -rs -n $(TEST_WORKERS) --dist loadgroup \
+		-m 'not slow and not claims and not slurm' --durations=20 || rc=$$?; \
+		echo "fast tier: $$(( $$(date +%s) - start )) s"; \
+	start=$$(date +%s); $(BIN)/python -m pytest -q -rs -m slurm || rc=$$?; \
+		echo "slurm tier: $$(( $$(date +%s) - start )) s"; exit $$rc
+
+# The inner loop: the unit tests of the numerics, the models and the engine (no process
+# started, no job file run); about a minute on 2 cores.
+test-quick: install
+	@start=$$(date +%s); rc=0; $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m quick \
+		--durations=5 || rc=$$?; echo "quick tier: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 # The claims tier (docs/claims.md): excluded from `make test` by pyproject's addopts,
 # run by .ci/run on every change; prints its wall time.

@@ -17,6 +17,59 @@ ROOT = Path(__file__).resolve().parents[1]
 TEST_MODELS = "tests.engine_models"
 
 
+UNIT_FOLDERS = ("numerics", "models", "engine", "architecture")
+"""The folders of the quick tier (``make test-quick``): their tests run in this process and in
+about two seconds or less, except those marked ``system`` (they start a process: the CLI, a
+worker pool, a subprocess) or ``integration`` (longer, in-process runs: a model at the paper's
+size, a whole sweep)."""
+NOT_QUICK = ("system", "integration", "processes", "slurm", "slow", "claims")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks the quick tier (:data:`UNIT_FOLDERS`), and groups the tests for pytest-xdist's
+    ``--dist loadgroup`` (``make test`` runs two workers): the tests that start, signal or wait
+    on other processes (and those against SLURM, which ``make test`` runs alone after the
+    rest) share the group ``processes`` and run one at a time on one worker, always beside the
+    other worker's load (each waits for an event it observes, never for a time); every other
+    test is grouped with its file, so that a module's fixtures are computed once."""
+    tests = ROOT / "tests"
+    for item in items:
+        folder = item.path.relative_to(tests).parts[0]
+        if folder in UNIT_FOLDERS and not any(item.get_closest_marker(m) for m in NOT_QUICK):
+            item.add_marker(pytest.mark.quick)
+        if item.get_closest_marker("processes") or item.get_closest_marker("slurm"):
+            group = "processes"
+        else:
+            group = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+class StartedAProcess(AssertionError):
+    """A quick test started a process: mark it ``system`` (tests/conftest.py)."""
+
+
+@pytest.fixture(autouse=True)
+def _quick_tests_start_no_process(request: pytest.FixtureRequest,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test of the quick tier fails if it starts a process: a subprocess, a fork (worker
+    pools, loky, multiprocessing) or a spawn."""
+    if request.node.get_closest_marker("quick") is None:
+        return
+    import multiprocessing.process
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise StartedAProcess(f"{request.node.nodeid} started a process; mark it "
+                              "pytest.mark.system (it is not a unit test)")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+    for name in ("posix_spawn", "posix_spawnp", "forkpty"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, refuse)
+
+
 @dataclass
 class CliResult:
     code: int

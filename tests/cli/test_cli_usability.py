@@ -265,6 +265,7 @@ def _popen(args: list, env: dict[str, str], err: Path) -> subprocess.Popen:
         )
 
 
+@pytest.mark.processes
 def test_sigterm_stops_loky_workers_with_the_parent(tmp_path, toy_env) -> None:
     out = tmp_path / "t.h5"
     parts = Path(f"{out}.parts")
@@ -285,6 +286,7 @@ def test_sigterm_stops_loky_workers_with_the_parent(tmp_path, toy_env) -> None:
     assert not [p for p in workers if _alive(p)], "worker processes outlived their parent"
 
 
+@pytest.mark.processes
 def test_sigterm_while_assembling_keeps_the_parts(tmp_path, toy_env) -> None:
     out = tmp_path / "a.h5"
     parts = Path(f"{out}.parts")
@@ -307,6 +309,7 @@ def test_sigterm_while_assembling_keeps_the_parts(tmp_path, toy_env) -> None:
         assert int((ds["status"] == 0).sum()) == 4
 
 
+@pytest.mark.processes
 def test_sigterm_while_merging_writes_nothing(tmp_path, toy_env, cli) -> None:
     grid = ["sweep", "solve", "toy", "-g", "slope=linspace(0,1,4)", "-p", "steps=1500000",
             "--jobs", "1", "-q"]
@@ -327,6 +330,7 @@ def test_sigterm_while_merging_writes_nothing(tmp_path, toy_env, cli) -> None:
     assert not merged.exists()
 
 
+@pytest.mark.processes
 def test_an_interrupted_command_ends_with_130_after_its_atexit_functions(tmp_path) -> None:
     """The console entry ends an interrupted command with the status itself (os._exit), after
     the atexit functions and the one line, whatever the interpreter's exit would make of an
@@ -348,6 +352,7 @@ def test_an_interrupted_command_ends_with_130_after_its_atexit_functions(tmp_pat
     assert marker.read_text() == "ran"
 
 
+@pytest.mark.processes
 def test_an_interrupt_inside_fdopen_is_not_reported_as_an_unreadable_file(
     tmp_path, monkeypatch
 ) -> None:

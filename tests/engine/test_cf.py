@@ -51,6 +51,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.system
 def test_conventions_title_source_references(files) -> None:
     for path in files.values():
         ds = _raw(path)
@@ -153,6 +154,7 @@ def _old_layout(path: Path, dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.system
 def test_old_layout_files_open_verify_report_and_merge(files, tmp_path, cli) -> None:
     import richlazy
 
@@ -174,6 +176,7 @@ def test_old_layout_files_open_verify_report_and_merge(files, tmp_path, cli) -> 
     assert [r["run"] for r in json.loads(again.attrs["richlazy_history"])] == ["start", "merge"]
 
 
+@pytest.mark.integration
 def test_report_takes_and_prints_the_names_in_the_file(files, tmp_path, cli) -> None:
     """``--at``, ``--var`` and ``--x`` take the names a user reads in the file
     (``solution_method``, ``step_time``) and, as before, the models' (``method``, ``time``);

@@ -73,6 +73,7 @@ def test_cpu_share_measures_a_sleep_as_a_free_core() -> None:
     assert share.idle is not None and 0.0 <= share.idle <= 1.0
 
 
+@pytest.mark.system
 def test_process_age_is_the_time_since_the_process_started() -> None:
     code = ("import time; time.sleep(0.5); from richlazy_cli.engine.startup import "
             "process_age; print(process_age())")
@@ -320,6 +321,7 @@ def test_rhm_probe_runs_a_tenth_of_the_epochs_with_the_runs_density_of_evaluatio
     assert RHM._probe({**run, "epochs": 2})["epochs"] == 2  # short runs keep their epochs
 
 
+@pytest.mark.system
 def test_grokking_early_stop_is_priced_at_its_share_with_the_bound_beside_it(
         tmp_path: Path, cli) -> None:
     """grokking's ``early_stop`` ends a run at an accuracy no theory predicts, while its cost

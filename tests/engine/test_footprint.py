@@ -42,6 +42,7 @@ def test_parse_bytes() -> None:
     assert human(1.6e10) == "16 GB" and human(512) == "512 bytes"
 
 
+@pytest.mark.system
 def test_a_huge_result_is_refused_before_anything(tmp_path, toy_env, cli) -> None:
     # 1000 points x 2 x 10^7 steps x 8 bytes = 160 GB: refused from the specs, in no time
     args = ["sweep", "solve", "toy", "-g", "slope=linspace(0,1,1000)", "-p", "steps=10000000"]
@@ -55,6 +56,7 @@ def test_a_huge_result_is_refused_before_anything(tmp_path, toy_env, cli) -> Non
         in result.out
 
 
+@pytest.mark.system
 def test_max_bytes_raises_or_lowers_the_limit(tmp_path, toy_env, cli) -> None:
     args = ["sweep", "solve", "toy", "-g", "slope=linspace(0,1,10)", "-p", "steps=100"]
     out = tmp_path / "small.h5"
@@ -75,6 +77,7 @@ def test_max_bytes_raises_or_lowers_the_limit(tmp_path, toy_env, cli) -> None:
     assert "[run] max_bytes = true" in result.err
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     ("model", "grid", "params"),
     [
@@ -109,6 +112,7 @@ def test_the_estimate_matches_the_data_of_a_real_sweep(tmp_path, toy_env, cli, m
         assert sharded["total"] / 2 <= data_bytes(shard) <= 2 * sharded["total"]
 
 
+@pytest.mark.integration
 def test_declared_sizes_equal_every_example_of_every_model() -> None:
     """Each model that declares its outputs' bytes declares exactly what it returns."""
     declared = 0
@@ -223,6 +227,7 @@ def test_sums_over_a_million_points_run_once_per_case(toy_env) -> None:
     assert total == 1000 * sum(range(2, 1001, 2)) and cheapest == 1
 
 
+@pytest.mark.system
 def test_a_million_point_dry_run_builds_no_point(tmp_path, toy_env, monkeypatch) -> None:
     """The whole dry run (validation, plan, cost and size estimates, probe) of a 10⁶-point
     grid builds the parameters of the one probed point only, and its memory is a few arrays
@@ -252,6 +257,7 @@ def test_a_million_point_dry_run_builds_no_point(tmp_path, toy_env, monkeypatch)
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.system
 def test_a_run_builds_each_chunks_points_when_it_is_dispatched(tmp_path, toy_env,
                                                                monkeypatch) -> None:
     from richlazy_cli.engine import grid as grid_module
@@ -270,6 +276,7 @@ def test_a_run_builds_each_chunks_points_when_it_is_dispatched(tmp_path, toy_env
         assert built and max(built) <= 25 and sum(built) == 2000, backend
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_an_undeclared_size_is_checked_on_the_first_chunk(tmp_path, toy_env, cli, monkeypatch,
                                                           jobs) -> None:

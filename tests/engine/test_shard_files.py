@@ -41,6 +41,7 @@ def shard(cli, tmp_path: Path, k: int, n: int, *options: str) -> Path:
     return out
 
 
+@pytest.mark.system
 def test_a_shard_file_holds_only_its_share(tmp_path, unsharded, cli) -> None:
     s = shard(cli, tmp_path, 2, 4)
     with xr.open_dataset(s, engine="h5netcdf") as ds, \
@@ -65,6 +66,7 @@ def test_a_shard_file_holds_only_its_share(tmp_path, unsharded, cli) -> None:
     assert s.stat().st_size - fixed < 0.5 * (unsharded.stat().st_size - fixed)
 
 
+@pytest.mark.system
 def test_shards_in_the_new_layout_merge_to_the_unsharded_run(tmp_path, unsharded, cli) -> None:
     shards = [shard(cli, tmp_path, k, 4, "--jobs", "1" if k % 2 else "2") for k in (1, 2, 3, 4)]
     merged = tmp_path / "merged.h5"
@@ -76,6 +78,7 @@ def test_shards_in_the_new_layout_merge_to_the_unsharded_run(tmp_path, unsharded
         assert "point" not in ds.dims and int(ds.attrs["complete"]) == 1
 
 
+@pytest.mark.system
 def test_show_verify_report_and_resume_read_a_shard_file(tmp_path, unsharded, cli) -> None:
     s = shard(cli, tmp_path, 3, 4)
     shown = cli("store", "show", s, "--json")
@@ -102,6 +105,7 @@ def test_show_verify_report_and_resume_read_a_shard_file(tmp_path, unsharded, cl
     assert s.stat().st_mtime_ns == before
 
 
+@pytest.mark.system
 def test_a_shard_resumed_from_its_file_keeps_the_layout(tmp_path, unsharded, cli) -> None:
     s = shard(cli, tmp_path, 1, 2)
     with h5py.File(s, "a") as f:  # as if two points had failed: --retry-failed redoes them
@@ -117,6 +121,7 @@ def test_a_shard_resumed_from_its_file_keeps_the_layout(tmp_path, unsharded, cli
     assert_bitwise(unsharded, merged)
 
 
+@pytest.mark.system
 def test_merge_refuses_inconsistent_or_conflicting_shards(tmp_path, toy_env, cli) -> None:
     a, b = shard(cli, tmp_path, 1, 2), shard(cli, tmp_path, 2, 2)
     out = tmp_path / "m.h5"
@@ -151,6 +156,7 @@ def test_merge_refuses_inconsistent_or_conflicting_shards(tmp_path, toy_env, cli
     assert "conflicting results" in result.err and not out.exists()
 
 
+@pytest.mark.system
 def test_shard_files_of_the_former_layout_still_merge_and_resume(tmp_path, unsharded,
                                                                  cli) -> None:
     """A shard file over the whole grid, NaN at the other shards' points (as written before

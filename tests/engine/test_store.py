@@ -32,6 +32,7 @@ def test_interrupted_write_leaves_the_old_file_and_no_debris(tmp_path: Path) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.h5"]
 
 
+@pytest.mark.system
 def test_write_result_refuses_existing_file(tmp_path: Path) -> None:
     out = tmp_path / "r.h5"
     ds = xr.Dataset({"x": ("a", np.arange(3.0), {"long_name": "x"})})

@@ -47,6 +47,7 @@ def reference(tmp_path: Path, toy_env: dict[str, str], cli) -> Path:
     return out
 
 
+@pytest.mark.system
 def test_result_layout(reference: Path) -> None:
     with xr.open_dataset(reference, engine="h5netcdf") as ds:
         assert list(ds["y"].dims) == ["slope", "seed", "offset", "step", "output"]
@@ -77,6 +78,7 @@ def test_result_layout(reference: Path) -> None:
     np.testing.assert_array_equal(y[:, 1], expected)
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     "options",
     [
@@ -93,6 +95,7 @@ def test_bitwise_identical_across_routes(tmp_path, reference, cli, options) -> N
     assert_bitwise(reference, out)
 
 
+@pytest.mark.system
 def test_bitwise_identical_on_dask_local_cluster(tmp_path, reference, cli) -> None:
     pytest.importorskip("distributed")
     out = tmp_path / "dask.h5"
@@ -103,6 +106,7 @@ def test_bitwise_identical_on_dask_local_cluster(tmp_path, reference, cli) -> No
     assert_bitwise(reference, out)
 
 
+@pytest.mark.system
 def test_bitwise_identical_on_running_dask_scheduler(tmp_path, reference, cli) -> None:
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(
@@ -123,6 +127,7 @@ def test_bitwise_identical_on_running_dask_scheduler(tmp_path, reference, cli) -
     assert_bitwise(reference, out)
 
 
+@pytest.mark.system
 def test_three_shards_merged(tmp_path, reference, cli) -> None:
     shards = []
     for k in (1, 2, 3):
@@ -142,6 +147,7 @@ def test_three_shards_merged(tmp_path, reference, cli) -> None:
     assert cli("store", "verify", merged).code == 0
 
 
+@pytest.mark.system
 def test_slurm_array_variables_alone_change_nothing(tmp_path, toy_env, cli, monkeypatch,
                                                      reference) -> None:
     """Inside an array task a plain sweep computes the whole grid: only --shard shards."""
@@ -154,6 +160,7 @@ def test_slurm_array_variables_alone_change_nothing(tmp_path, toy_env, cli, monk
     assert_bitwise(reference, out)
 
 
+@pytest.mark.system
 def test_shard_from_slurm_environment(tmp_path, toy_env, cli, monkeypatch) -> None:
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "2")
     monkeypatch.setenv("SLURM_ARRAY_TASK_MIN", "1")
@@ -173,6 +180,7 @@ def test_shard_from_slurm_environment(tmp_path, toy_env, cli, monkeypatch) -> No
     assert status.shape == (10,) and np.all(status >= 0)
 
 
+@pytest.mark.system
 def test_merge_refuses_mismatch_and_conflicts(tmp_path, toy_env, cli) -> None:
     a, b, c = tmp_path / "a.h5", tmp_path / "b.h5", tmp_path / "c.h5"
     assert (
@@ -216,6 +224,7 @@ def test_merge_refuses_mismatch_and_conflicts(tmp_path, toy_env, cli) -> None:
     assert not out.exists()
 
 
+@pytest.mark.system
 def test_failures_isolated_reported_and_retried(tmp_path, toy_env, cli, monkeypatch) -> None:
     monkeypatch.setenv("RICHLAZY_TOY_FAIL", "1")
     out = tmp_path / "f.h5"
@@ -257,6 +266,7 @@ def test_failures_isolated_reported_and_retried(tmp_path, toy_env, cli, monkeypa
         assert np.isfinite(ds["y"].sel(slope=0.5).values).all()
 
 
+@pytest.mark.system
 def test_fail_fast_stops_early(tmp_path, toy_env, cli, monkeypatch) -> None:
     monkeypatch.setenv("RICHLAZY_TOY_FAIL", "1")
     out = tmp_path / "ff.h5"
@@ -307,11 +317,13 @@ def _wait_for_parts(parts: Path, proc: subprocess.Popen, minimum: int = 1) -> in
     raise AssertionError("no part appeared")
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     "sig,jobs",
     [(signal.SIGKILL, "1"), (signal.SIGINT, "1"), (signal.SIGKILL, "2"), (signal.SIGINT, "2")],
     ids=["SIGKILL", "SIGINT", "SIGKILL-2-workers", "SIGINT-2-workers"],
 )
+@pytest.mark.processes
 def test_killed_sweep_resumes_to_identical_data(tmp_path, toy_env, cli, sig, jobs) -> None:
     grid = ["-g", "slope=linspace(0,1,8)", "-p", "sleep=0.4", "--chunk-size", "1", "--jobs", jobs]
     ref = tmp_path / "ref.h5"
@@ -341,11 +353,13 @@ def test_killed_sweep_resumes_to_identical_data(tmp_path, toy_env, cli, sig, job
     assert_bitwise(ref, out)
 
 
+@pytest.mark.system
 def test_resume_of_complete_file_computes_nothing(tmp_path, reference, cli) -> None:
     dry = cli("sweep", "solve", "toy", *GRID, "-o", reference, "--resume", "--dry-run")
     assert dry.code == 0 and "pending: 0 points" in dry.out
 
 
+@pytest.mark.system
 def test_dry_run_plans_without_computing(tmp_path, toy_env, cli) -> None:
     out = tmp_path / "dry.h5"
     result = cli(
@@ -369,6 +383,7 @@ def test_dry_run_plans_without_computing(tmp_path, toy_env, cli) -> None:
     assert not out.exists() and not Path(str(out) + ".parts").exists()
 
 
+@pytest.mark.system
 def test_job_file_supplies_and_cli_overrides(tmp_path, toy_env, cli) -> None:
     job = tmp_path / "job.toml"
     job.write_text(
@@ -384,6 +399,7 @@ def test_job_file_supplies_and_cli_overrides(tmp_path, toy_env, cli) -> None:
         assert json.loads(ds.attrs["params"])["scale"] == 0.5
 
 
+@pytest.mark.system
 def test_non_terminal_progress_is_timestamped_lines(tmp_path, toy_env) -> None:
     out = tmp_path / "p.h5"
     result = run_process(
@@ -456,6 +472,7 @@ def test_bad_input_unknown_model_and_action(tmp_path, toy_env, cli) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.system
 def test_existing_output_needs_force(tmp_path, reference, cli) -> None:
     before = reference.read_bytes()
     result = cli("sweep", "solve", "toy", *GRID, "-o", reference)
@@ -486,6 +503,8 @@ def test_missing_or_corrupt_parts_on_resume(tmp_path, toy_env, cli) -> None:
     assert "nothing to resume" in result.err
 
 
+@pytest.mark.system
+@pytest.mark.processes
 def test_corrupt_part_file_on_resume(tmp_path, toy_env) -> None:
     grid = ["-g", "slope=linspace(0,1,6)", "-p", "sleep=0.3", "--chunk-size", "1", "--jobs", "1"]
     out = tmp_path / "k.h5"
@@ -501,6 +520,7 @@ def test_corrupt_part_file_on_resume(tmp_path, toy_env) -> None:
     assert first.name in result.err
 
 
+@pytest.mark.system
 def test_corrupt_or_foreign_shard_to_merge(tmp_path, reference, cli) -> None:
     bad = tmp_path / "bad.h5"
     bad.write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 100)
@@ -533,6 +553,7 @@ def dask_sweep(tmp_path: Path, scheduler: str, timeout: str) -> list:
     ]
 
 
+@pytest.mark.system
 def test_unreachable_scheduler_fails_within_timeout(tmp_path, toy_env) -> None:
     pytest.importorskip("distributed")
     start = time.monotonic()
@@ -553,6 +574,7 @@ def test_scheduler_without_workers_times_out(tmp_path, toy_env, cli) -> None:
     assert "no Dask workers" in result.err
 
 
+@pytest.mark.system
 def test_store_ls_and_show(tmp_path, reference, cli) -> None:
     (tmp_path / "junk.h5").write_text("not hdf5")
     listing = cli("store", "ls", tmp_path, "--json")
@@ -572,6 +594,7 @@ def test_store_ls_and_show(tmp_path, reference, cli) -> None:
     assert result.code == 1 and "not an HDF5" in result.err
 
 
+@pytest.mark.system
 def test_package_runs_as_module_and_console_script(tmp_path) -> None:
     version = subprocess.run(
         [sys.executable, "-m", "richlazy_cli", "--version"],
@@ -587,6 +610,7 @@ def test_package_runs_as_module_and_console_script(tmp_path) -> None:
     assert os.access(ROOT / ".ci" / "run", os.X_OK)
 
 
+@pytest.mark.system
 def test_slurm_template_runs_shards_and_merge(tmp_path, reference, toy_env) -> None:
     """jobs/slurm/sweep-array.sbatch and merge.sbatch, run by bash as SLURM would (no SLURM:
     tests/slurm/test_slurm.py submits them to a real one): 3 array tasks, then the merge."""
@@ -626,6 +650,7 @@ def test_slurm_template_runs_shards_and_merge(tmp_path, reference, toy_env) -> N
     assert_bitwise(reference, tmp_path / "swept.h5")
 
 
+@pytest.mark.system
 def test_checks_run_once_per_case_on_every_route(tmp_path, toy_env) -> None:
     """toy's check reads only `offset`: a sweep over `slope` checks once up front, and the
     routes that compute in this process (threads, --jobs 1) reuse that case for every chunk."""

@@ -64,10 +64,12 @@ def _check(tmp_path, env, alone, n, rounds) -> None:
         assert _values(out) == alone
 
 
+@pytest.mark.processes
 def test_three_sweeps_started_together_one_round(tmp_path, toy_env, alone) -> None:
     _check(tmp_path, toy_env, alone, 3, 1)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 @pytest.mark.parametrize("n", [2, 3])
 def test_sweeps_started_together_five_rounds(tmp_path, toy_env, alone, n) -> None:

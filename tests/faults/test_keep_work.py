@@ -63,6 +63,7 @@ def _make(folder: Path, env: dict[str, str], **popen) -> subprocess.Popen:
                             text=True, **popen)
 
 
+@pytest.mark.processes
 def test_make_resumes_an_interrupted_sweep_and_recomputes_a_changed_job(tmp_path, toy_env,
                                                                         cli):
     (tmp_path / "jobs").mkdir()
@@ -128,6 +129,7 @@ def _cron(line: str, env: dict[str, str], **popen) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, **popen)
 
 
+@pytest.mark.processes
 def test_crontab_line_starts_resumes_and_does_nothing(tmp_path, toy_env, cli) -> None:
     line = _crontab_line()
     project = _project(tmp_path)
@@ -156,6 +158,7 @@ def test_crontab_line_starts_resumes_and_does_nothing(tmp_path, toy_env, cli) ->
     assert proc.returncode == 0 and out.exists()
 
 
+@pytest.mark.processes
 def test_busy_output_exits_75_and_a_complete_one_is_done_without_its_lock(tmp_path, toy_env):
     out = tmp_path / "busy.h5"
     job = tmp_path / "job.toml"
@@ -195,6 +198,7 @@ def _marked(mark: str) -> list[int]:
     return found
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
 def test_closed_stdout_exits_141_quietly_with_parts_kept(tmp_path, toy_env, cli) -> None:
     out = tmp_path / "piped.h5"

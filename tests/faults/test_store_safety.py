@@ -83,6 +83,7 @@ def reference(tmp_path_factory) -> dict[str, Path]:
 
 
 # -- 1, 2: one writer per output ------------------------------------------------------------
+@pytest.mark.processes
 def test_mixed_sweeps_cannot_share_an_output(tmp_path, toy_env, reference, cli) -> None:
     """A --force run of another sweep on a running output is refused; after SIGKILL the first
     sweep resumes bit for bit, and the other one cannot resume its parts."""
@@ -114,6 +115,7 @@ def test_mixed_sweeps_cannot_share_an_output(tmp_path, toy_env, reference, cli) 
     assert [h["run"] for h in history] == ["start", "resume"]
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_foreign_part_in_the_folder_is_never_assembled(tmp_path, toy_env, reference, cli) -> None:
     """A part written by another sweep (as an unlocked older richlazy could) is skipped."""
@@ -139,6 +141,7 @@ def test_foreign_part_in_the_folder_is_never_assembled(tmp_path, toy_env, refere
     _assert_same_data(out, reference["0.5"])
 
 
+@pytest.mark.processes
 def test_overlapping_cron_resumes_and_forces(tmp_path, toy_env, reference, cli) -> None:
     """Two cron runs of --resume (or of --force) overlap: the second exits 75 (busy) at once."""
     out = tmp_path / "cron.h5"
@@ -295,6 +298,7 @@ def test_data_file_replaced_between_shards_or_before_resume(tmp_path, cli) -> No
     assert "changed" in resumed.err
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_data_file_changed_during_a_run_is_not_assembled(tmp_path, toy_env) -> None:
     """The inputs are hashed again before the final write."""

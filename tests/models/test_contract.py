@@ -153,6 +153,7 @@ def test_result_schema(name: str, action: str) -> None:
             assert np.issubdtype(ds["status"].dtype, np.integer)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name, action", CASES, ids=IDS)
 def test_batch_equals_single_configurations_bit_for_bit(name: str, action: str) -> None:
     """Examples that batch together give, in either order, exactly what each gives alone."""
@@ -217,6 +218,7 @@ def test_cost_is_positive_and_finite(name: str, action: str) -> None:
         assert np.isfinite(cost) and cost > 0, cost
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("name, action", CASES, ids=IDS)
 def test_file_round_trip(name: str, action: str, tmp_path: Path) -> None:
     """What the store writes, xarray reads back equal: values, dimensions and attributes."""
@@ -327,6 +329,7 @@ class Half(Model):
 '''
 
 
+@pytest.mark.system
 def test_cli_refuses_a_broken_model_module(tmp_path: Path) -> None:
     """A RICHLAZY_MODELS module whose model breaks the contract: exit 2, one line naming the
     model and the rule, no traceback."""
@@ -388,6 +391,7 @@ def _reference(cls: type[Model], action: str) -> Implementation | None:
     return next((i for i in cls.implementations if i.reference and action in i.actions), None)
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("name, action, impl, device, dtype", MATRIX, ids=MATRIX_IDS)
 def test_implementation_equals_the_reference(name: str, action: str, impl: str, device: str,
                                              dtype: str | None) -> None:
@@ -413,6 +417,7 @@ def test_implementation_equals_the_reference(name: str, action: str, impl: str, 
                                            err_msg=f"{var_name} ({impl} on {device})")
 
 
+@pytest.mark.system  # torch.compile starts the C++ compiler
 @pytest.mark.parametrize("name, action, impl, device, dtype", MATRIX, ids=MATRIX_IDS)
 def test_batching_keeps_the_guarantee_of_the_table(name: str, action: str, impl: str,
                                                    device: str, dtype: str | None) -> None:
@@ -449,6 +454,7 @@ REQUIRING = sorted(name for name, cls in MODELS.items()
                         or any("torch" in i.requires for i in cls.implementations)))
 
 
+@pytest.mark.system
 def test_without_torch_every_family_is_listed_and_its_torch_runs_exit_2(tmp_path: Path
                                                                          ) -> None:
     """One check for all families: with torch hidden, ``models`` lists each family that

@@ -77,10 +77,12 @@ def now() -> dict[str, np.ndarray]:
     return outputs()
 
 
+@pytest.mark.integration
 def test_every_recorded_output_is_still_computed(before: dict, now: dict) -> None:
     assert set(before) <= set(now), sorted(set(before) - set(now))[:5]
 
 
+@pytest.mark.integration
 def test_outputs_equal_the_reference_within_the_stated_tolerances(before: dict,
                                                                    now: dict) -> None:
     changed = differing(before, now)
@@ -118,6 +120,7 @@ def test_the_tolerances_catch_a_change_of_code(before: dict) -> None:
                       "cnn", "grokking"}
 
 
+@pytest.mark.system
 def test_the_fingerprint_tells_another_kind_of_machine_apart() -> None:
     """An emulated machine (torch's kernels chosen for another CPU) has another fingerprint."""
     code = ("import json; from tests.machine_kind import fingerprint; "

@@ -102,6 +102,7 @@ def assert_two_layer_close(got: xr.Dataset, want: xr.Dataset, rtol: float) -> No
         np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * scale, err_msg=name)
 
 
+@pytest.mark.system  # torch.compile starts the C++ compiler
 @pytest.mark.parametrize("whole, mode", [(False, None), (True, None),
                                          (True, "reduce-overhead")],
                          ids=["cpu-parts", "gpu-whole-step", "gpu-whole-step-graphs"])
@@ -178,6 +179,7 @@ def assert_same_configuration(got: xr.Dataset, i: int, want: xr.Dataset, k: int)
         assert got[name].values[i].tobytes() == item.values[k].tobytes(), name
 
 
+@pytest.mark.system  # torch.compile starts the C++ compiler
 @pytest.mark.parametrize("implementation, dtype", [("torch", "float64"), ("torch", "float32"),
                                                    ("torch-compiled", "float64")])
 def test_a_batch_of_several_seeds_equals_each_seeds_own_batch_bit_for_bit(
@@ -214,6 +216,7 @@ def test_several_seeds_match_the_numpy_reference_within_the_torch_tolerance() ->
         assert_row_close(together, i, seeded_batch("numba", [p]), 1e-10)
 
 
+@pytest.mark.system  # torch.compile starts the C++ compiler
 @pytest.mark.parametrize("implementation, whole, equal", [
     ("torch", False, True), ("torch-compiled", True, True), ("torch-compiled", True, False)],
     ids=["eager-grouped", "compiled-whole-grouped", "compiled-whole-blocks"])
@@ -365,6 +368,7 @@ def test_the_paper_fig1b_gpu_job_fits_one_chunk_on_a_139_gib_device(monkeypatch:
     assert {job.values(int(i))["seed"] for i in plan.chunks[0][::17]} == set(range(100, 116))
 
 
+@pytest.mark.system
 def test_a_jobs_results_do_not_depend_on_the_device_chunk(tmp_path: Path, monkeypatch: Any,
                                                           declared_working: None) -> None:
     """The same job with the CPU's chunks (8 across both seeds), a small device's (3) and a
@@ -589,6 +593,7 @@ def assert_cnn_close(got: xr.Dataset, i: int, want: xr.Dataset, rtol: float) -> 
                      if rtol > 1e-9 else None)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("dtype, rtol", [("float64", 1e-9), ("float32", 1e-5)])
 def test_cnn_stacked_equals_one_at_a_time(dtype: str, rtol: float, monkeypatch: Any) -> None:
     """Every metric within 1e-9 relative in float64 and 1e-5 in float32 (measured: the same
@@ -603,6 +608,7 @@ def test_cnn_stacked_equals_one_at_a_time(dtype: str, rtol: float, monkeypatch: 
     assert not np.allclose(together.train_loss.values[0], together.train_loss.values[1])
 
 
+@pytest.mark.integration
 def test_cnn_a_diverging_configuration_leaves_its_neighbours_alone(monkeypatch: Any) -> None:
     """α = 10⁸ multiplies the readout by 10⁸: the float32 loss overflows at the second
     checkpoint; its stack mates train as they do alone, within 1e-4 of each variable's
@@ -623,6 +629,7 @@ def test_cnn_a_diverging_configuration_leaves_its_neighbours_alone(monkeypatch: 
 
 
 # -- make paper-gpu -----------------------------------------------------------------------------
+@pytest.mark.system
 @pytest.mark.skipif(shutil.which("make") is None or not (ROOT / ".venv/bin/richlazy").exists(),
                     reason="needs make and the .venv that make install creates")
 def test_paper_gpu_refuses_in_one_line_without_a_gpu(tmp_path: Path) -> None:
@@ -640,6 +647,7 @@ def test_paper_gpu_refuses_in_one_line_without_a_gpu(tmp_path: Path) -> None:
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.system
 def test_paper_gpu_dry_run_lists_each_job_with_its_estimate_first() -> None:
     proc = subprocess.run(["make", "-n", "-C", str(ROOT), "paper-gpu", "STAMP="],
                           capture_output=True, text=True, timeout=60)

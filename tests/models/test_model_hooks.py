@@ -236,6 +236,7 @@ def test_worker_processes_receive_the_preparation(monkeypatch: Any) -> None:
     assert Counted.derived == Counted.checked == 0
 
 
+@pytest.mark.system
 def test_every_road_into_a_model_is_the_one_entrance(monkeypatch: Any, tmp_path: Any,
                                                      cli: Any) -> None:
     """``Model.resolve``, ``Job.build``, the Python API and the command line all take the

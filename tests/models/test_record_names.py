@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import xarray as xr
 
 from richlazy_cli.engine.assemble import result_as_chunk
@@ -64,6 +65,7 @@ def _same_data(a: Path, b: Path) -> None:
             np.testing.assert_array_equal(x[name].values, y[name].values)
 
 
+@pytest.mark.system
 def test_an_older_result_verifies_continues_and_resumes(tmp_path: Path, cli: Any) -> None:
     full, out = tmp_path / "full.h5", tmp_path / "out.h5"
     assert cli(*SWEEP, "-o", full).code == 0
@@ -83,6 +85,7 @@ def test_an_older_result_verifies_continues_and_resumes(tmp_path: Path, cli: Any
     _written_now(cli, out, full)
 
 
+@pytest.mark.system
 def test_another_sweep_under_older_names_is_still_refused(tmp_path: Path, cli: Any) -> None:
     out = tmp_path / "out.h5"
     assert cli(*SWEEP, "-o", out).code == 0
@@ -92,6 +95,7 @@ def test_another_sweep_under_older_names_is_still_refused(tmp_path: Path, cli: A
     assert refused.code == 2 and "another sweep" in refused.err
 
 
+@pytest.mark.system
 def test_an_older_parts_folder_resumes(tmp_path: Path, cli: Any) -> None:
     """A parts folder whose manifest and parts carry the older names' fingerprint: its
     parts are read, the rest computed, and the result records the names of now."""
@@ -117,6 +121,7 @@ def test_an_older_parts_folder_resumes(tmp_path: Path, cli: Any) -> None:
     _written_now(cli, out, full)
 
 
+@pytest.mark.system
 def test_an_older_shard_merges_with_one_written_now(tmp_path: Path, cli: Any) -> None:
     full, one, two, merged = (tmp_path / f"{n}.h5" for n in ("full", "one", "two", "merged"))
     assert cli(*SWEEP, "-o", full).code == 0
@@ -128,6 +133,7 @@ def test_an_older_shard_merges_with_one_written_now(tmp_path: Path, cli: Any) ->
     _written_now(cli, merged, full)
 
 
+@pytest.mark.system
 def test_a_swept_older_name_is_renamed_in_an_older_result(tmp_path: Path, cli: Any) -> None:
     """A sweep over ``n_times`` written before has a grid dimension ``n_times``; resumed now,
     the dimension is ``n_records``, as a sweep started now names it."""
@@ -156,6 +162,7 @@ def test_a_swept_older_name_is_renamed_in_an_older_result(tmp_path: Path, cli: A
     assert get_model("single-neuron").param("n_times", "solve").name == "n_records"
 
 
+@pytest.mark.system
 def test_an_older_parts_folder_notices_a_changed_input(tmp_path: Path, cli: Any) -> None:
     """``linear`` once had both ``n_times`` (solve) and ``checkpoints`` (train); an older
     solve's folder records both. It resumes while its data file is unchanged, and is refused

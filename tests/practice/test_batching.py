@@ -19,7 +19,8 @@ torch = pytest.importorskip("torch")
 
 from richlazy_cli.models.base import Batch  # noqa: E402
 from richlazy_cli.models.rhm.model import RHM, stackable, training_groups  # noqa: E402
-from richlazy_cli.practice import nets, torchenv  # noqa: E402
+from richlazy_cli.numerics import compute  # noqa: E402
+from richlazy_cli.practice import nets  # noqa: E402
 from tests.conftest import run_process  # noqa: E402
 
 OUTPUTS = ("test_acc", "train_acc", "train_loss", "final_test_acc", "n_train", "status")
@@ -50,9 +51,9 @@ def _products(H: Any, W: Any, D: Any, sel: list[int]) -> tuple[Any, Any, Any]:
 def test_batched_products_do_not_depend_on_the_group(dtype: str) -> None:
     """For every shape (b × k)·(k × m), the forward product h Wᵀ and both backward products of
     slice g are bitwise those of a group of one, for group sizes 2–9 and any position."""
-    dt = torchenv.torch_dtype(dtype)
+    dt = compute.torch_dtype(dtype)
     g = np.random.default_rng(0)
-    with torchenv.session():
+    with compute.session():
         for b, k, m in SHAPES:
             H = torch.tensor(g.standard_normal((9, b, k)), dtype=dt)
             W = torch.tensor(g.standard_normal((9, m, k)), dtype=dt)

@@ -276,12 +276,12 @@ def test_sweep_is_bitwise_identical_for_any_jobs_and_chunking(tmp_path: Path, cl
 def test_concurrent_sessions_hold_one_thread_until_the_last_ends() -> None:
     """The threads backend runs model calls side by side in one process: torch stays at one
     intra-op thread until every one of them has finished."""
-    from richlazy_cli.practice import torchenv
+    from richlazy_cli.numerics import compute
 
     torch.set_num_threads(2)
-    outer = torchenv.session()
+    outer = compute.session()
     outer.__enter__()
-    inner = torchenv.session()
+    inner = compute.session()
     inner.__enter__()
     outer.__exit__(None, None, None)  # the first to start ends first
     assert torch.get_num_threads() == 1 and torch.are_deterministic_algorithms_enabled()

@@ -75,6 +75,7 @@ def test_training_matches_an_nn_module_with_torch_adam() -> None:
     np.testing.assert_allclose(ds.epoch.values, np.arange(7) / 3)
 
 
+@pytest.mark.integration
 def test_distances_grow_more_at_large_alpha_ci_size() -> None:
     """Upstream (α = 10) moves the kernel and the activation pattern more than downstream
     (α = 0.1) at CI size (30 epochs; docs/cnn.md §4)."""

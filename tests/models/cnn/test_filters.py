@@ -114,6 +114,7 @@ class RefSmooth(torch.nn.Module):
         return self.fc(x.mean(dim=tuple(range(-self.dims, 0))))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("arch, dataset, k", [("smooth2d", "digits24", 9),
                                               ("smooth1d", "mnist1d", 15)])
 def test_training_matches_nn_layers_with_torch_sgd(arch: str, dataset: str, k: int) -> None:
@@ -153,6 +154,7 @@ def test_training_matches_nn_layers_with_torch_sgd(arch: str, dataset: str, k: i
     assert ds.attrs["filter_roughness_iid"] == pytest.approx(filters.expected_roughness(k, dims))
 
 
+@pytest.mark.system
 def test_ci_size_run_records_roughness_and_draws_the_figures(tmp_path: Path, cli) -> None:
     """One epoch on digits24 at α = 0.1 and 10: R̄ at t = 0 is the roughness of the initial
     filters; the filters and both figures are written (docs/cnn.md §5)."""

@@ -55,6 +55,7 @@ def test_channel_norm_standardises_each_channel_of_each_sample() -> None:
     np.testing.assert_array_equal(nets.channel_norm(z2, 2).numpy()[1:], h[1:])
 
 
+@pytest.mark.system
 def test_update_roughness_is_the_roughness_of_w_end_minus_w0(cli, tmp_path: Path) -> None:
     out = tmp_path / "f.h5"
     r = cli("sweep", "train", "cnn", "-p", "arch=smooth1d", "-p", "dataset=mnist1d",

@@ -419,6 +419,7 @@ def test_paper_size_solve_matches_study_gd() -> None:
 # -- end to end through the command line -----------------------------------------------------------
 
 
+@pytest.mark.system
 def test_cli_small_job_and_bad_input(cli, tmp_path: Path) -> None:
 
     out = tmp_path / "small.h5"

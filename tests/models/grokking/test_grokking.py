@@ -256,6 +256,7 @@ def test_bad_inputs_exit_2_with_one_line_and_write_nothing(tmp_path: Path, cli) 
     assert not list(tmp_path.glob("out.h5*"))
 
 
+@pytest.mark.system
 def test_without_torch_grokking_is_listed_and_a_run_exits_2(tmp_path: Path) -> None:
     out = tmp_path / "x.h5"
     code = (
@@ -284,6 +285,7 @@ GRID = ["-g", "alpha=0.3,10", "-g", "tau=0.5,1", "-g", "seed=0,3", "-p", "p=11",
         "-p", "d_model=8", "-p", "n_heads=2", "-p", "steps=12", "-p", "eval_every=4"]
 
 
+@pytest.mark.system
 def test_sweep_is_bitwise_identical_for_any_jobs_and_chunking(tmp_path: Path, cli) -> None:
     one, two = tmp_path / "one.h5", tmp_path / "two.h5"
     r1 = cli("sweep", "train", "grokking", *GRID, "-o", one, "--jobs", "1", "-q")
@@ -321,6 +323,7 @@ def test_median_with_censored_runs_counted_as_the_budget() -> None:
     assert math.isnan(median_censored(np.array([nan]), np.zeros(1, bool), 1e4)[0])
 
 
+@pytest.mark.system
 def test_auto_report_draws_the_grokking_panel_and_heat_map(tmp_path: Path, cli) -> None:
     res = tmp_path / "grok.h5"
     r = cli("sweep", "train", "grokking", "-g", "tau=0.5,1", "-g", "alpha=0.3,10",

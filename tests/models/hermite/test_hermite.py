@@ -219,6 +219,7 @@ def test_greedy_rule_claims_each_neuron_once() -> None:
     assert Tm[0] == pytest.approx(emergence_time(0.5, math.sqrt(0.9), 1.0, MIXED), rel=1e-6)
 
 
+@pytest.mark.integration
 def test_online_sgd_tracks_population_flow() -> None:
     # small lr / batch: the loss curves agree within 10% after the first emergence.
     # (At d = 4 the search phase is short; at larger d the same accuracy needs ~d^3 more samples.)

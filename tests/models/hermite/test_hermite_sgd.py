@@ -197,6 +197,7 @@ def sgd_over_theory(d: int, seeds: range, c_lr: float) -> np.ndarray:
     return np.array(ratios)
 
 
+@pytest.mark.integration
 def test_sgd_follows_gradient_flow_at_small_lr_ci() -> None:
     """d = 24, lr = 1e-3/d², 4 seeds (≈ 1.2·10⁶ steps each). The search-phase noise relative
     to the drift is ≈ 4.5 c/(a c_m) at lr = c/d² (docs/hermite-sgd.md, eq. (6)): it does not
@@ -207,6 +208,7 @@ def test_sgd_follows_gradient_flow_at_small_lr_ci() -> None:
     assert np.all((r >= 0.67) & (r <= 1.5)), r
 
 
+@pytest.mark.system
 def test_report_kind_scaling_draws_the_sample_complexity_fit(cli, tmp_path: Path) -> None:
     out = tmp_path / "dscale.h5"
     res = cli("sweep", "train", "hermite", "-g", "d=8,12,16", "-g", "seed=range(2)",

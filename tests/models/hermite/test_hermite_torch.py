@@ -48,6 +48,7 @@ def test_population_loss_and_gradient_agree_to_1e12(m: int, d: int, P: int, k: i
         assert np.max(np.abs(grad[b].numpy() - ref_grad)) <= 1e-12 * np.max(np.abs(ref_grad))
 
 
+@pytest.mark.integration
 def test_recovery_times_agree_on_the_small_fig2_job() -> None:
     ref = widths((4, 8, 16), **FIG2_SMALL)
     got = widths((4, 8, 16), backend="torch", **FIG2_SMALL)

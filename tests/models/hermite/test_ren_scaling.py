@@ -393,6 +393,7 @@ def greedy_gap(U0: np.ndarray, a: np.ndarray, n_top: int) -> float:
     return float(min(gaps))
 
 
+@pytest.mark.integration
 def test_lemma_3_1_gaps_scale_with_p_not_d() -> None:
     """P = 16, m = 32, a_p ∝ p^-0.8, 400 seeds: the 5th percentile of the smallest relative gap
     over the first P/2 greedy pairs is flat in d (q5(4096)/q5(256) ≥ 0.5) and falls with P at

@@ -260,6 +260,7 @@ def test_theorem_b6_singular_values(shape: tuple[int, int, int], delta: float) -
 # -- deep networks: implicit bias (Theorem B.10) -------------------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("depth", [2, 3])
 def test_deep_balanced_implicit_bias_kkt(depth: int) -> None:
     """δ → 0, underdetermined: ∇Q(β∞) ∈ range(Xᵀ) and Xβ∞ = y for Theorem B.10's Q.
@@ -492,6 +493,7 @@ def test_delta_sweep_is_lazy_rich_lazy() -> None:
     assert np.all(ds.status.values == 0)
 
 
+@pytest.mark.system
 def test_cli_end_to_end(tmp_path: Path, cli: Any) -> None:
     """``richlazy solve linear`` writes a result file; an impossible δ exits with code 2."""
     out = tmp_path / "out.h5"

@@ -76,6 +76,7 @@ def assert_theorem_b1(r: dict[tuple[str, float], dict[str, float]], check_end: b
         assert r[shape, 0.0]["S_max"] >= 0.03, (shape, r[shape, 0.0])
 
 
+@pytest.mark.integration
 def test_theorem_b1_four_regimes() -> None:
     """Seed 0, integrated to t_max = 20|δ| (200 at δ = 0). Measured: narrowing S = 6e-8
     (δ = +20), 1.4e-5 → 0.087 (δ = −20); expanding 7.6e-7 (δ = −20), 2.5e-4 → 0.15 (δ = +20);
@@ -137,6 +138,7 @@ def test_classify_shapes() -> None:
     assert classify(8, 8, 4) is None and classify(8, 2, 1) is None
 
 
+@pytest.mark.system
 def test_report_draws_one_figure_for_the_shapes(cli: Any, tmp_path: Path) -> None:
     """Small narrowing and expanding sweeps over δ: the report holds one Theorem B.1 figure
     with both panels (kind theory, var kernel_distance)."""

@@ -252,6 +252,7 @@ def theorem3_flow(seed: int, scale: float, t_max: float = 100.0
     return Wt, At, data.X, data.y[:, 0]
 
 
+@pytest.mark.integration
 def test_theorem3_null_space_per_neuron_and_min_norm_limit() -> None:
     """Every neuron keeps P_null(X) w_k (≤ 1e-9 along the flow); the limit's distance to the
     minimum-ℓ2 interpolant X⁺y is O(scale): log-log slope in [0.8, 1.2] over scale ∈ {1e-1,

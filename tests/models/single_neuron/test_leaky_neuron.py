@@ -60,6 +60,7 @@ def null_projector(X: np.ndarray) -> np.ndarray:
     return np.eye(X.shape[1]) - np.linalg.pinv(X) @ X
 
 
+@pytest.mark.integration
 def test_invariants_along_every_integration() -> None:
     """delta drift <= 1e-8 and |P_null(X)(w(t) - w0)| <= 1e-9 at every output time."""
     for k, ds in enumerate(twenty()):
@@ -144,6 +145,7 @@ def gd_limit(p: dict[str, Any], lr: float, steps: int) -> np.ndarray:
     return a * w
 
 
+@pytest.mark.integration
 def test_sliding_modes_agree_with_gradient_descent() -> None:
     """In problem 4, the first whose flow slides along a kink, plain GD (lr = 2e-3, 1e-3)
     converges to the event-driven limit at first order: the gap is <= 40 lr and halves with lr
@@ -211,6 +213,7 @@ def test_bad_leak_input_through_the_cli(cli: Any, tmp_path: Any, args: list[str]
     assert_refused(cli, ["solve", "single-neuron", *args], fragment, tmp_path / "bad.h5")
 
 
+@pytest.mark.system
 def test_relu_stops_at_a_dead_equilibrium(cli: Any, tmp_path: Any) -> None:
     """rho = 0 (ReLU, outside Theorem 4): samples can die, and the flow stops at an equilibrium
     that does not interpolate. The reported limit is such an equilibrium (the a-gradient and,

@@ -462,6 +462,7 @@ def test_good_inputs_and_derived_values() -> None:
 
 
 # -- end to end through the CLI (in process) ------------------------------------------------
+@pytest.mark.system
 def test_cli_solve_writes_readable_file(cli: Any, tmp_path: Any) -> None:
     """`richlazy solve single-neuron` with X, y writes a file that opens with xarray and h5py
     and carries beta_inf / beta_implicit (the first case of test_implicit_bias_reference_values)."""

@@ -426,6 +426,7 @@ def test_paper_size_kernel_distance_after_1000_steps() -> None:
     assert 0.1 < S[1] < 0.3
 
 
+@pytest.mark.system
 def test_sweeps_with_different_jobs_are_bitwise_identical(tmp_path: Any) -> None:
     import subprocess
     import sys
@@ -446,6 +447,7 @@ def test_sweeps_with_different_jobs_are_bitwise_identical(tmp_path: Any) -> None
         assert outs[0][name].values.tobytes() == outs[1][name].values.tobytes(), name
 
 
+@pytest.mark.system
 def test_threads_backend_is_bitwise_identical_at_the_papers_size(tmp_path: Any) -> None:
     """Products large enough for OpenBLAS to split over threads: each thread's training must
     run under one BLAS thread, also in the BLAS that the compiled loop loads on first use (the
@@ -482,6 +484,7 @@ def test_stacking_check_does_not_depend_on_the_callers_blas_threads() -> None:
     assert answers[0] == answers[1]
 
 
+@pytest.mark.system
 def test_a_dry_run_times_a_short_probe_of_a_long_run(cli: Any, tmp_path: Any) -> None:
     """The estimate of a 10⁶-step sweep comes from a short probe (here 10⁴ steps: one GFLOP of
     steps, two_layer.PROBE_GFLOP), in seconds."""

@@ -142,6 +142,7 @@ def _bad(cli: Any, tmp_path: Any, *params: str) -> None:
     assert not list(tmp_path.glob("*.h5*"))
 
 
+@pytest.mark.system
 def test_bad_inputs(cli: Any, tmp_path: Any) -> None:
     good = tmp_path / "good.npz"
     np.savez(good, X=np.ones((4, 3)), y=np.ones(4))

@@ -49,6 +49,7 @@ def paper_size() -> dict[str, xr.Dataset]:
         }
 
 
+@pytest.mark.integration
 def test_float64_agrees_with_numpy_at_the_papers_size(paper_size: dict[Any, xr.Dataset]
                                                      ) -> None:
     ref, got = paper_size["numpy", "float64"], paper_size["torch", "float64"]
@@ -61,6 +62,7 @@ def test_float64_agrees_with_numpy_at_the_papers_size(paper_size: dict[Any, xr.D
     assert np.array_equal(got.step.values, ref.step.values)
 
 
+@pytest.mark.integration
 def test_float32_agrees_as_closely_as_float32_tracks_float64(
         paper_size: dict[Any, xr.Dataset]) -> None:
     ref64 = paper_size["numpy", "float64"]
@@ -100,6 +102,7 @@ def test_alone_and_in_batch_are_bitwise_identical_on_the_cpu(dtype: str) -> None
                                   equal_nan=True), name
 
 
+@pytest.mark.system
 def test_sweeps_with_different_jobs_are_bitwise_identical(tmp_path: Any) -> None:
     args = ["sweep", "train", "two-layer", "-p", "backend=torch", "-p", "d=8", "-p", "h=6",
             "-p", "n=30", "-p", "n_test=20", "-p", "steps=40", "-g", "tau=0.5,1,2",
