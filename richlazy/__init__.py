@@ -177,7 +177,7 @@ def dry_run_summary(job: Any, outcome: Any) -> dict[str, Any]:
     :func:`estimate` returns it: ``plan`` (:meth:`.Plan.summary`), ``estimate``
     (:meth:`.Estimate.summary`, None when nothing is pending), ``axes`` (each grid axis's
     first and last value and count) and ``output_bytes`` (the result's declared size)."""
-    from richlazy_cli.models.params import jsonable
+    from richlazy_cli.params import jsonable
 
     size = outcome.output_size
     return {"plan": outcome.plan.summary(),

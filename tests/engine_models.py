@@ -19,7 +19,7 @@ import xarray as xr
 
 from richlazy_cli.errors import BadInput
 from richlazy_cli.models.base import Batch, Model, Progress, register, rng, var
-from richlazy_cli.models.params import Param
+from richlazy_cli.params import Param
 
 
 @register

@@ -34,7 +34,7 @@ import xarray as xr
 
 from ..errors import BadInput, Status, point_counts
 from ..models.base import Model
-from ..models.params import jsonable
+from ..params import jsonable
 from .chunk import ChunkResult, _fill_value
 from .footprint import DEFAULT_MAX_BYTES, OutputSize, overhead
 from .grid import Grid

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
-from ..models.params import jsonable
+from ..params import jsonable
 from ..userfiles import open_regular
 
 _BLOCK = 1 << 20

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import BadInput
 from ..models.base import Model
-from ..models.params import Param, jsonable
+from ..params import Param, jsonable
 
 _CALL = re.compile(r"^\s*(linspace|logspace|geomspace|range)\s*\((.*)\)\s*$")
 DEFAULT_MAX_POINTS = 10_000_000

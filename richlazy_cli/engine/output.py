@@ -32,7 +32,7 @@ import xarray as xr
 from .. import __version__
 from ..errors import BadInput
 from ..models.base import get_model
-from ..models.params import jsonable
+from ..params import jsonable
 from .assemble import result_as_chunk
 from .fingerprint import InputGuard, fingerprint, fingerprint_before, input_record
 from .parts import PartsFolder, folder_state, parts_path, remove_folder, remove_stale

@@ -38,7 +38,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import UNREADABLE, BadInput
-from ..models.params import jsonable
+from ..params import jsonable
 from .chunk import ChunkResult
 from .fingerprint import fingerprint_before
 from .store import WriteFailed, atomic_write, space_problem

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInput, ExitCode, Status
-from ..models.params import jsonable
+from ..params import jsonable
 from . import interrupts
 from .assemble import Assembler
 from .chunk import ChunkResult

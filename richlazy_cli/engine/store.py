@@ -51,7 +51,7 @@ import xarray as xr
 
 from .. import __version__
 from ..errors import UNREADABLE, BadInput, Status, point_counts
-from ..models.params import jsonable
+from ..params import jsonable
 from ..userfiles import open_regular, regular_file
 from . import interrupts
 from .cf import from_cf, to_cf

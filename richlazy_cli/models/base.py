@@ -1,7 +1,7 @@
 """The model protocol, the batch of configurations a model receives, and the registry.
 
 A model is a small class registered under its command-line name. It declares its parameters
-(:class:`~richlazy_cli.models.params.Param`) and implements ``solve(batch)`` and/or
+(:class:`~richlazy_cli.params.Param`) and implements ``solve(batch)`` and/or
 ``train(batch)``. A :class:`Batch` holds B configurations: every *batchable* parameter as an
 array with a leading axis of length B, every other parameter as one plain value shared by the
 whole batch. The method returns an :class:`xarray.Dataset` whose variables carry a leading

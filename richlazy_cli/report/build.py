@@ -1,7 +1,7 @@
 """``build_report``: result files in, figures + ``index.html`` + ``summary.json`` out.
 
 Everything the user typed is validated before anything is written (a bad input raises
-:class:`~richlazy_cli.models.params.BadInput` with one line and leaves ``out_dir`` untouched):
+:class:`~richlazy_cli.params.BadInput` with one line and leaves ``out_dir`` untouched):
 the files (HDF5 written by richlazy), ``kind``, ``fmt``, ``reduce``, each ``--var`` (a
 variable of at least one input), ``--x``/``--y`` (a numeric dimension of at least one input),
 each ``--at DIM=VALUE`` (a dimension of at least one input, and a value on the grid of every
@@ -35,7 +35,7 @@ import numpy as np
 
 from ..engine.cf import internal_name, user_name
 from ..errors import BadInput
-from ..models.params import jsonable
+from ..params import jsonable
 from . import kunin
 from .data import REDUCTIONS, ResultFile, format_value, resolve_at
 from .families import family_figures

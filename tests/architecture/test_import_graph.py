@@ -90,8 +90,8 @@ FLOORS = ("numerics", "practice", "models", "engine", "report", "figures", "cli"
 """The package's folders from the bottom up; the ground floor (``errors``, ``params``,
 ``userfiles``, ``mathtext``) lies below them all."""
 GROUND = ("errors", "params", "userfiles", "mathtext")
-PLUMBING = {"base", "params", "_torch_device"}
-"""The modules of ``models/`` that are not a family: the model base and two re-exports."""
+PLUMBING = {"base"}
+"""The module of ``models/`` that is not a family: the model base and the registry."""
 
 
 def floor_of(module: str) -> int | None:

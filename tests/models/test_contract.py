@@ -35,8 +35,8 @@ from richlazy_cli.models.base import (
     register,
     values_equal,
 )
-from richlazy_cli.models.params import Param
 from richlazy_cli.numerics.compute import BITWISE, Implementation
+from richlazy_cli.params import Param
 
 from .. import (
     engine_models,  # noqa: F401  (registers `toy`, the engine's test model)
@@ -313,7 +313,7 @@ def test_every_model_in_the_registry_is_of_a_known_action() -> None:
 
 BROKEN_MODULE = '''
 from richlazy_cli.models.base import Model, register
-from richlazy_cli.models.params import Param
+from richlazy_cli.params import Param
 
 
 @register

@@ -27,8 +27,8 @@ from richlazy_cli.models.base import (
     check_contract,
     var,
 )
-from richlazy_cli.models.params import Param
 from richlazy_cli.numerics.compute import MissingRequirement
+from richlazy_cli.params import Param
 
 MODELS = all_models()
 EXAMPLES = [(name, action, i) for name, cls in MODELS.items() for action in cls.actions

@@ -45,10 +45,10 @@ import xarray as xr
 
 from ...errors import BadInput, Status
 from ...numerics import compute
+from ...params import Param
 from ...practice import data as sources
 from ...practice import filters, metrics, nets
 from ..base import Batch, Model, Progress, register, rng, var
-from ..params import Param
 
 DEFAULT_EPOCHS = (1, 2, 5, 10, 20, 50, 100, 200, 500)
 """Checkpoint epochs of docs/cnn.md §3 (those past ``epochs`` are dropped; the last is added)."""

@@ -70,9 +70,9 @@ from threadpoolctl import threadpool_limits
 
 from ...errors import BadInput, Status
 from ...numerics.records import record_grid
+from ...params import Param
 from ...userfiles import read_npz
 from ..base import Batch, Model, Progress, register, rng, var
-from ..params import Param
 
 __all__ = [
     "DiagonalModel",

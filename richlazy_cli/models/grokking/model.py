@@ -38,8 +38,8 @@ import xarray as xr
 
 from ...errors import BadInput, Status
 from ...numerics import compute
+from ...params import Param
 from ..base import Batch, Model, Progress, register, rng, var
-from ..params import Param
 from ._schedule import BETAS, EVAL_ROWS, WARMUP_START, WARMUP_STEPS
 
 DECAY_TIMES_TO_STOP = 5.5

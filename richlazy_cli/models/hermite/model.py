@@ -88,8 +88,8 @@ from ...errors import BadInput, Status
 from ...numerics import compute
 from ...numerics.compute import Implementation
 from ...numerics.records import record_grid
+from ...params import Param
 from ..base import Batch, Model, Progress, register, rng, var
-from ..params import Param
 from ._poly import hermite_eval
 from ._population import R_FLOOR, population_loss_grad
 from ._sgd import run_online_sgd

@@ -119,9 +119,9 @@ from scipy.optimize import brentq
 from ...errors import BadInput
 from ...numerics.kernel_distance import kernel_distance as shared_kernel_distance
 from ...numerics.records import record_grid
+from ...params import Param
 from ...userfiles import read_npz
 from ..base import Batch, Model, Progress, register, rng, var
-from ..params import Param
 
 # -- linear algebra helpers (all accept leading batch axes) -----------------------------------
 

@@ -41,10 +41,10 @@ import xarray as xr
 from ...errors import BadInput, Status
 from ...numerics import compute
 from ...numerics.records import record_grid
+from ...params import Param
 from ...practice import hierarchy, nets
 from ...practice.metrics import accuracy, evaluate
 from ..base import Batch, Model, Progress, register, rng, var
-from ..params import Param
 
 SCHEDULES = ("cosine_clamped", "cosine_torch", "constant")
 

@@ -45,8 +45,8 @@ from scipy.optimize import least_squares
 from ...errors import BadInput
 from ...numerics.kernel_distance import kernel_distance as shared_kernel_distance
 from ...numerics.records import record_grid
+from ...params import Param
 from ..base import Batch, Model, Progress, register, var
-from ..params import Param
 from ._extras import extra_outputs, hessian_map_defect  # noqa: F401 (re-export)
 from ._halves import _halves
 

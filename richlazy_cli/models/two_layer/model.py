@@ -52,8 +52,8 @@ from ...errors import BadInput, Status
 from ...numerics import compute
 from ...numerics.compute import Implementation
 from ...numerics.records import record_grid
+from ...params import Param
 from ..base import Batch, Model, Progress, register, var
-from ..params import Param
 from . import _data as tl_data
 from . import _geometry as geo
 from . import _kernels as kern

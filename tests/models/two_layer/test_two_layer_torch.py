@@ -160,12 +160,14 @@ def test_teacher_alignment_agrees_with_numpy() -> None:
 def test_a_gpu_backend_starts_one_worker_per_gpu(monkeypatch: Any) -> None:
     from richlazy_cli.engine.job import Job, RunOptions
     from richlazy_cli.engine.run import make_plan
-    from richlazy_cli.models import _torch_device
+    from richlazy_cli.numerics.compute import gpu_workers
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    assert _torch_device.gpu_workers({"backend": "torch", "device": "cuda"}) == 2
-    assert _torch_device.gpu_workers({"backend": "torch", "device": "cpu"}) is None
-    assert _torch_device.gpu_workers({"backend": "numpy", "device": "cpu"}) is None
+    assert gpu_workers("cuda") == 2
+    assert gpu_workers("auto") == 2
+    assert gpu_workers("cpu") is None
+    values = {**TwoLayer.resolve("train", {}), "implementation": "torch", "device": "cuda"}
+    assert TwoLayer.device_workers(values, "train") == 2
     monkeypatch.setattr(TwoLayer, "device_workers", classmethod(lambda cls, *args: 1))
     job = Job.build("two-layer", "train", {"steps": 2}, [("tau", "0.5,1,2,3")])
     plan = make_plan(job, RunOptions(jobs=8, chunk_size=1), None)
