@@ -8,6 +8,7 @@ Every import counts, those inside functions too (a lazy import is still an arrow
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "richlazy_cli"
@@ -47,7 +48,9 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
     return found
 
 
+@cache
 def graph() -> dict[str, set[str]]:
+    """Every module of the package and the package's modules it imports (read once per run)."""
     paths = sorted(PACKAGE.rglob("*.py"))
     modules = {module_name(p) for p in paths}
     return {module_name(p): imports_of(p, modules) for p in paths}

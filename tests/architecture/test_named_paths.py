@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,9 @@ def docstrings(path: Path) -> str:
     return "\n".join(filter(None, (ast.get_docstring(n, clean=False) for n in nodes)))
 
 
+@cache
 def sources() -> dict[str, str]:
+    """The texts to read, by file (read once: the parametrisation and the tests share them)."""
     texts = {"README.md": (ROOT / "README.md").read_text()}
     for path in sorted((ROOT / "docs").rglob("*.md")):
         texts[str(path.relative_to(ROOT))] = path.read_text()
@@ -71,14 +74,6 @@ def test_the_reader_finds_paths() -> None:
 
 @pytest.mark.parametrize("name", sorted(sources()))
 def test_every_named_path_exists(name: str) -> None:
-    missing = sorted(word for word in candidates(sources_cache()[name]) if not exists(word))
+    missing = sorted(word for word in candidates(sources()[name]) if not exists(word))
     assert missing == [], f"{name} names paths that do not exist: {missing}"
 
-
-_CACHE: dict[str, str] = {}
-
-
-def sources_cache() -> dict[str, str]:
-    if not _CACHE:
-        _CACHE.update(sources())
-    return _CACHE
