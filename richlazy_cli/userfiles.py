@@ -145,31 +145,43 @@ def read_npz(
     converted (a non-numeric member is refused). Any failure is one line of BadInput that
     starts with ``what`` (e.g. ``"parameter data"``).
     """
-    required, optional = list(required), list(optional)
-    name = os.fspath(path)
     with open_regular(path, what) as fh:
-        try:
-            archive = zipfile.ZipFile(fh)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError):
-            with contextlib.suppress(OSError):
-                fh.seek(0)
-                if fh.read(6) == b"\x93NUMPY":
-                    raise BadInput(f"{what}: {name!r} is a single .npy array, not an .npz "
-                                   "archive of named arrays (save it with numpy.savez)"
-                                   ) from None
-            raise BadInput(f"{what}: {name!r} is not a readable .npz archive") from None
-        with archive:
-            members = {m.filename[:-4]: m for m in archive.infolist()
-                       if m.filename.endswith(".npy")}
-            missing = [k for k in required if k not in members]
-            if missing:
-                raise BadInput(f"{what}: {name!r} is missing array {missing[0]!r} "
-                               f"(has: {', '.join(sorted(members)) or 'none'})")
-            out: dict[str, np.ndarray] = {}
-            budget = available_memory()
-            for key in [*required, *(k for k in optional if k in members)]:
-                out[key] = _member(archive, members[key], f"{what}: {key} in {name!r}",
-                                   budget, dtype)
+        return read_npz_from(fh, os.fspath(path), what, required, optional, dtype)
+
+
+def read_npz_from(
+    fh: IO[bytes],
+    name: str,
+    what: str,
+    required: Iterable[str],
+    optional: Iterable[str] = (),
+    dtype: type | None = np.float64,
+) -> dict[str, np.ndarray]:
+    """:func:`read_npz` of an archive already open (a file, or its bytes in an
+    ``io.BytesIO``); ``name`` is the file's name in messages."""
+    required, optional = list(required), list(optional)
+    try:
+        archive = zipfile.ZipFile(fh)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        with contextlib.suppress(OSError):
+            fh.seek(0)
+            if fh.read(6) == b"\x93NUMPY":
+                raise BadInput(f"{what}: {name!r} is a single .npy array, not an .npz "
+                               "archive of named arrays (save it with numpy.savez)"
+                               ) from None
+        raise BadInput(f"{what}: {name!r} is not a readable .npz archive") from None
+    with archive:
+        members = {m.filename[:-4]: m for m in archive.infolist()
+                   if m.filename.endswith(".npy")}
+        missing = [k for k in required if k not in members]
+        if missing:
+            raise BadInput(f"{what}: {name!r} is missing array {missing[0]!r} "
+                           f"(has: {', '.join(sorted(members)) or 'none'})")
+        out: dict[str, np.ndarray] = {}
+        budget = available_memory()
+        for key in [*required, *(k for k in optional if k in members)]:
+            out[key] = _member(archive, members[key], f"{what}: {key} in {name!r}",
+                               budget, dtype)
     return out
 
 
