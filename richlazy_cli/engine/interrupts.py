@@ -18,7 +18,8 @@ Tests stop a process at a named point with the environment variable
 ``POINT``, the process writes its pid to the file ``MARKER`` and waits until the test removes
 it (at most 10 s). Points: ``fork`` (the parent, signals blocked, just before ``fork()``),
 ``writer`` (the writer child, before it writes), ``part`` (after a part is written),
-``assemble`` (before the result is assembled).
+``assemble`` (before the result is assembled), ``remove`` (a finished parts folder renamed to
+its trash name, before it is deleted).
 """
 
 from __future__ import annotations

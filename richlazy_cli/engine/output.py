@@ -35,7 +35,15 @@ from ..models.base import get_model
 from ..params import jsonable
 from .assemble import result_as_chunk
 from .fingerprint import InputGuard, fingerprint, fingerprint_before, input_record
-from .parts import PartsFolder, folder_state, parts_path, remove_folder, remove_stale
+from .lock import lock_path, output_lock
+from .parts import (
+    PartsFolder,
+    folder_state,
+    parts_path,
+    remove_folder,
+    remove_stale,
+    stale_paths,
+)
 from .store import (
     check_writable,
     grid_status,
@@ -378,3 +386,18 @@ def is_complete(out: Path, manifest: dict[str, Any], selected: np.ndarray, size:
     if folder_state(parts_path(out)) != "absent" or not Path(out).is_file():
         return False
     return _nothing_pending(Path(out), manifest, size, selected, retry_failed)
+
+
+def remove_debris(out: Path) -> None:
+    """Beside a complete output, the debris of a killed run removed when its lock is free:
+    the trash folder of a clean-up cut short, temporary files (:func:`.parts.stale_paths`)
+    and the lock file the killed run left. Nothing is taken or written when there is none;
+    the debris stays when another run holds the lock (its files look the same) or no lock
+    can be taken (a read-only folder): a complete output is done either way."""
+    if not stale_paths(out) and not lock_path(out).exists():
+        return
+    try:
+        with output_lock(out):  # releasing it removes the lock file
+            remove_stale(out)
+    except (BadInput, OSError):
+        pass

@@ -39,6 +39,7 @@ import xarray as xr
 
 from ..errors import UNREADABLE, BadInput
 from ..params import jsonable
+from . import interrupts
 from .chunk import ChunkResult
 from .fingerprint import fingerprint_before
 from .store import WriteFailed, atomic_write, space_problem
@@ -157,6 +158,7 @@ def remove_folder(path: Path) -> None:
         os.replace(path, trash)
     except OSError:
         trash = path  # cannot rename (e.g. a busy NFS folder): delete in place
+    interrupts.pause_point("remove")
     shutil.rmtree(trash, ignore_errors=True)
 
 
@@ -165,10 +167,23 @@ def remove_stale(out: Path) -> list[Path]:
 
     Only under the output's lock (:mod:`.lock`): the files of a live writer look the same.
     """
+    removed: list[Path] = []
+    for item in stale_paths(out):
+        with contextlib.suppress(OSError):
+            if item.is_dir() and not item.is_symlink():
+                shutil.rmtree(item)
+            else:
+                item.unlink()
+            removed.append(item)
+    return removed
+
+
+def stale_paths(out: Path) -> list[Path]:
+    """What :func:`remove_stale` deletes: the temporary files and trash folders of ``out``
+    that killed runs may have left (or a live run's, which only its lock tells apart)."""
     out = Path(out)
     folder = out.parent if str(out.parent) else Path(".")
     ppath = parts_path(out)
-    removed: list[Path] = []
     # exactly what atomic_write (mkstemp: 8 random characters) and remove_folder name, so
     # that another output whose name starts with this one's keeps its files
     mine = re.compile(
@@ -177,14 +192,7 @@ def remove_stale(out: Path) -> list[Path]:
     candidates = [p for p in folder.glob(f".{glob_escape(out.name)}.*") if mine.fullmatch(p.name)]
     if ppath.is_dir() and not ppath.is_symlink():
         candidates += [p for p in ppath.iterdir() if _is_temporary(p.name)]
-    for item in candidates:
-        with contextlib.suppress(OSError):
-            if item.is_dir() and not item.is_symlink():
-                shutil.rmtree(item)
-            else:
-                item.unlink()
-            removed.append(item)
-    return removed
+    return candidates
 
 
 def glob_escape(name: str) -> str:

@@ -43,6 +43,7 @@ from .output import (
     continue_mode,
     is_complete,
     previous_status,
+    remove_debris,
     stamp_manifest,
     start_point,
 )
@@ -180,6 +181,7 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
     ):  # before the lock: a finished output is done even where no lock file can be made
         return _nothing_to_do(out)
     with output_lock(out):  # one writer per output for the whole run (engine/lock.py)
+        remove_debris(out)  # a killed run's, when the lock is free
         if opts.continue_:  # decided again under the lock: another run may have moved on
             mode = continue_mode(out, man, _selected(opts, size), size, opts.retry_failed,
                                  opts.force)
