@@ -4,6 +4,10 @@ Every value that reaches a model passes through :meth:`Param.coerce` exactly onc
 boundary (command line, job file or grid). Error messages name the parameter and the accepted
 range; they are raised as :class:`BadInput`, which the CLI turns into one line on stderr and
 exit code 2.
+
+A parameter's older spelling, accepted so that a user's old job file still runs, passes
+through :func:`deprecated`, the one place that says so: a :class:`RichlazyDeprecationWarning`
+naming the spelling of now (docs/usage.md, "Older parameter names").
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -210,6 +215,20 @@ def _parse_int(text: str) -> int:
         if not math.isfinite(number) or number != round(number):
             raise
         return int(number)
+
+
+class RichlazyDeprecationWarning(DeprecationWarning):
+    """An older spelling was given (:func:`deprecated`); the message names the one of now.
+    The command line shows each once, as one line on stderr."""
+
+
+def deprecated(old: str, new: str) -> None:
+    """Warn that parameter ``old`` is given by its older name: write ``new`` instead. Every
+    older name a model accepts (:attr:`richlazy_cli.models.base.Model.aliases` and
+    :attr:`~richlazy_cli.models.base.Model.implementation_aliases`) is said here, and only
+    here."""
+    warnings.warn(f"parameter {old} is deprecated: write {new}", RichlazyDeprecationWarning,
+                  stacklevel=3)
 
 
 def suggest(name: str, known: list[str]) -> str:

@@ -61,7 +61,7 @@ class Toy(Model):
             raise BadInput("parameter offset: expected 2 values")
 
     @classmethod
-    def output_bytes(cls, action: str, values: dict) -> float:
+    def _output_bytes(cls, action: str, values: dict) -> float:
         """y over (step, output) and y_final, float64."""
         return 8.0 * (2 * values["steps"] + 1)
 

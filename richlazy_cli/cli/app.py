@@ -30,6 +30,7 @@ from .. import __version__
 from ..engine import interrupts
 from ..engine.job import RUN_OPTIONS, Action, Backend
 from ..errors import BadInput, Busy, ExitCode
+from ..params import RichlazyDeprecationWarning
 from ..report.data import Reduction
 from ..report.options import Format, ReportKind
 from .common import (
@@ -231,9 +232,9 @@ def models_cmd(
         for p in m.params:
             d = p.to_json()
             default = "none" if d["default"] is None else str(d["default"])
-            also = ", ".join(f"{alias} for {'/'.join(acts)}"
-                             for alias, acts in m.aliases_of(p.name).items())
-            helptext = f"{d['help']} (also given as {also})" if also else d["help"]
+            older = ", ".join(f"{alias} for {'/'.join(acts)}"
+                              for alias, acts in m.aliases_of(p.name).items())
+            helptext = f"{d['help']} (deprecated name: {older})" if older else d["help"]
             table.add_row(d["name"], d["type"], default, d["unit"], d["range"], helptext)
         out.print(table)
     if outputs is not None:
@@ -567,6 +568,7 @@ def run(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             if not debug:
                 warnings.simplefilter("ignore")
+            _show_deprecations()
             code = _main(argv, debug)
         try:
             sys.stdout.flush()  # here, where a closed pipe is still caught, not at exit
@@ -581,6 +583,25 @@ def run(argv: list[str] | None = None) -> int:
                 os.environ.pop("PYTHONWARNINGS", None)
             else:
                 os.environ["PYTHONWARNINGS"] = saved_env
+
+
+def _show_deprecations() -> None:
+    """Within :func:`run`'s ``catch_warnings``: each older parameter name given
+    (:class:`~richlazy_cli.params.RichlazyDeprecationWarning`) is one line on stderr, once
+    per command; every other warning is shown as before."""
+    shown: set[str] = set()
+    previous = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        if not issubclass(category, RichlazyDeprecationWarning):
+            previous(message, category, filename, lineno, file, line)
+        elif str(message) not in shown:
+            shown.add(str(message))
+            print(f"richlazy: warning: {message}", file=sys.stderr)
+
+    warnings.simplefilter("always", RichlazyDeprecationWarning)
+    warnings.showwarning = show
 
 
 def _bare_flags(command: Any) -> None:

@@ -160,19 +160,20 @@ def fingerprint(
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def fingerprint_before(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> str | None:
-    """The fingerprint ``recorded`` should carry if it is the sweep ``now`` written under a
-    family's older parameter names (docs/engine.md, "Records"), or None when it is not that
-    sweep under any names.
+def fingerprint_as_written(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> str | None:
+    """The fingerprint ``recorded`` should carry if it is the sweep ``now``, written under the
+    names ``recorded`` holds (a family's older parameter names perhaps: docs/engine.md,
+    "Records"), or None when it is not that sweep under any names.
 
     ``recorded`` holds ``model``, ``action``, ``params`` and ``grid`` of a result or parts
     folder, ``now`` is a manifest (the same keys and ``inputs``). It is ``now``'s sweep when
-    its names made canonical (:meth:`.Model.canonical`) give ``now``'s parameters and grid;
+    its names as named now (:meth:`.Model.as_named_now`) give ``now``'s parameters and grid;
     the fingerprint returned is then its own names hashed with ``now``'s inputs, so that a
     ``recorded`` fingerprint equal to it says the input files hold the contents it was
-    computed from, and another says they changed. A sweep started before the record
-    vocabulary was canonical is so resumed, continued and merged; its parts keep the
-    fingerprint they carry (:class:`.parts.PartsFolder`).
+    computed from, and another says they changed. For a file written under today's names
+    this is :func:`fingerprint` of ``now`` itself; a sweep started under older names is so
+    resumed, continued and merged, and its parts keep the fingerprint they carry
+    (:class:`.parts.PartsFolder`).
     """
     from ..models.base import get_model
 
@@ -186,8 +187,8 @@ def fingerprint_before(recorded: Mapping[str, Any], now: Mapping[str, Any]) -> s
     except BadInput:
         return None
     action = str(now["action"])
-    if (model.canonical(action, params) != now.get("params")
-            or model.canonical(action, grid, swept=True) != now.get("grid")):
+    if (model.as_named_now(action, params) != now.get("params")
+            or model.as_named_now(action, grid, swept=True) != now.get("grid")):
         return None
     try:
         return fingerprint(model.name, action, params, grid, now.get("inputs", []))

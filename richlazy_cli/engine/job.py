@@ -485,9 +485,27 @@ def _model_and_params(
     if not model:
         raise BadInput("no model given (as argument or in the job file)")
     given: dict[str, Any] = dict(job_file.params) if job_file else {}
-    given.update(parse_assignments(req.params, "-p"))
-    given.update(req.values)
+    overrides = {**dict(parse_assignments(req.params, "-p")), **req.values}
+    if job_file and overrides:
+        _drop_overridden(get_model(model), str(action), given, overrides)
+    given.update(overrides)
     return str(action), model, given
+
+
+def _drop_overridden(model: type[Model], action: str, given: dict[str, Any],
+                     overrides: Mapping[str, Any]) -> None:
+    """Drop, from a job file's ``given`` values, those that ``overrides`` give again under
+    another name of the same parameter (an older name: :attr:`.Model.aliases`), so that an
+    override replaces the file's value whichever of its names either uses."""
+    def own(name: str) -> str:
+        try:
+            return model.param(name, action, warn=False).name
+        except BadInput:  # an unknown name is refused by the build, naming it
+            return name
+
+    replaced = {own(name) for name in overrides}
+    for name in [n for n in given if n not in overrides and own(n) in replaced]:
+        del given[name]
 
 
 def prepare_single(action: str, req: Request) -> Job:

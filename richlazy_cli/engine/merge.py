@@ -26,7 +26,7 @@ from .chunk import ChunkResult
 from .fingerprint import fingerprint
 from .grid import Grid, parse_grid
 from .lock import output_lock
-from .output import history_entry, in_current_names
+from .output import history_entry, result_as_named_now
 from .parts import remove_stale
 from .store import check_writable, json_attr, open_result, provenance, write_result
 
@@ -73,7 +73,7 @@ def _merge(out: Path, inputs: Sequence[Path], force: bool, command: list[str]) -
     datasets = [open_result(Path(p)) for p in inputs]
     for path, ds in zip(inputs, datasets, strict=True):
         _readable(Path(path), ds)
-    datasets = [in_current_names(ds) for ds in datasets]  # shards written before, or now
+    datasets = [result_as_named_now(ds) for ds in datasets]  # shards written before, or now
     first = datasets[0]
     for path, ds in zip(inputs[1:], datasets[1:], strict=True):
         for key in ("model", "action"):

@@ -34,7 +34,7 @@ from ..errors import BadInput
 from ..models.base import get_model
 from ..params import jsonable
 from .assemble import result_as_chunk
-from .fingerprint import InputGuard, fingerprint, fingerprint_before, input_record
+from .fingerprint import InputGuard, fingerprint, fingerprint_as_written, input_record
 from .lock import lock_path, output_lock
 from .parts import (
     PartsFolder,
@@ -145,10 +145,10 @@ def _history_of(ds: xr.Dataset) -> list[dict[str, Any]]:
     ]
 
 
-def in_current_names(ds: xr.Dataset) -> xr.Dataset:
+def result_as_named_now(ds: xr.Dataset) -> xr.Dataset:
     """A result ``ds`` with the parameters its ``params`` and ``grid`` attributes name, and
-    its grid dimensions, under the names they have now (:meth:`.Model.canonical`: a family's
-    older record names, docs/engine.md "Records"), so that a result written before is
+    its grid dimensions, under the names they have now (:meth:`.Model.as_named_now`: a
+    family's older record names, docs/engine.md "Records"), so that a result written before is
     resumed or merged with one written now. Its fingerprint is left as it was written; the
     caller that keeps the result writes a new one. Unchanged when nothing was renamed."""
     params, grid = json_attr(ds, "params"), json_attr(ds, "grid")
@@ -159,8 +159,8 @@ def in_current_names(ds: xr.Dataset) -> xr.Dataset:
     except BadInput:
         return ds
     action = str(ds.attrs.get("action"))
-    now_params, now_grid = model.canonical(action, params), model.canonical(action, grid,
-                                                                             swept=True)
+    now_params = model.as_named_now(action, params)
+    now_grid = model.as_named_now(action, grid, swept=True)
     if (now_params, now_grid) == (params, grid):
         return ds
     dims = {old: model.aliases[old][action] for old in grid
@@ -186,7 +186,7 @@ def check_same_sweep(path: Path, ds: xr.Dataset, manifest: dict[str, Any]) -> No
             raise BadInput(f"{path}: attribute {key} is missing or not valid JSON")
     written = {key: ds.attrs.get(key) for key in ("model", "action", "fingerprint")}
     written.update(params=json_attr(ds, "params"), grid=json_attr(ds, "grid"))
-    before = fingerprint_before(written, manifest)  # perhaps under older parameter names
+    before = fingerprint_as_written(written, manifest)  # perhaps under older parameter names
     if before is None:
         raise BadInput(f"{path} holds another sweep (parameters or grid differ); cannot resume")
     if "status" not in ds:
@@ -281,7 +281,7 @@ def _resume(
     manifest["provenance"] = _provenance_of(previous)
     manifest["history"] = history
     try:
-        seed = result_as_chunk(in_current_names(previous), job.grid)
+        seed = result_as_chunk(result_as_named_now(previous), job.grid)
     except BadInput as exc:
         raise BadInput(f"{out}: {exc}; cannot resume") from None
     folder = PartsFolder.create(ppath, manifest)

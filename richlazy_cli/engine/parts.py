@@ -41,7 +41,7 @@ from ..errors import UNREADABLE, BadInput
 from ..params import jsonable
 from . import interrupts
 from .chunk import ChunkResult
-from .fingerprint import fingerprint_before
+from .fingerprint import fingerprint_as_written
 from .store import WriteFailed, atomic_write, space_problem
 
 MANIFEST = "manifest.json"
@@ -244,7 +244,7 @@ class PartsFolder:
             ) from None
         if not isinstance(found, dict):
             found = {}
-        before = fingerprint_before(found, manifest)
+        before = fingerprint_as_written(found, manifest)
         if before is not None and found.get("params") != manifest.get("params"):
             if found.get("fingerprint") == before:  # written under older names
                 found = _renamed(found, manifest)
@@ -328,7 +328,7 @@ class PartsFolder:
         or the one the sweep had under older parameter names (:func:`_renamed`)."""
         mark = meta.get("fingerprint")
         return mark == self.manifest.get("fingerprint") or (
-            mark is not None and mark in self.manifest.get(EARLIER, ()))
+            mark is not None and mark in self.manifest.get(WRITTEN_UNDER, ()))
 
     def read(self) -> Iterator[ChunkResult]:
         """Every stored chunk, oldest first. A corrupt part is a BadInput."""
@@ -381,17 +381,18 @@ class PartsFolder:
         return status
 
 
-EARLIER = "earlier_fingerprints"
-"""Manifest key: the fingerprints this folder's sweep had under older parameter names."""
+WRITTEN_UNDER = "earlier_fingerprints"
+"""Manifest key: the fingerprints this folder's parts were written under, when its sweep was
+named by older parameter names (the key as folders on disk hold it)."""
 
 
 def _renamed(found: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     """The manifest ``found`` of a folder written under a family's older parameter names
-    (:func:`.fingerprint.fingerprint_before`), now under ``manifest``'s names and fingerprint;
-    the fingerprint its parts carry is kept among the :data:`EARLIER` ones they are read by.
+    (:func:`.fingerprint.fingerprint_as_written`), now under ``manifest``'s names and fingerprint;
+    the fingerprint its parts carry is kept among the :data:`WRITTEN_UNDER` ones they are read by.
     Saved with the folder's next manifest write (a resume), not here."""
     renamed = dict(found)
-    renamed[EARLIER] = [*found.get(EARLIER, []), found["fingerprint"]]
+    renamed[WRITTEN_UNDER] = [*found.get(WRITTEN_UNDER, []), found["fingerprint"]]
     for key in ("params", "grid", "fingerprint"):
         renamed[key] = manifest[key]
     return renamed

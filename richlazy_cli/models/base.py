@@ -43,7 +43,7 @@ from ..errors import BadInput
 from ..numerics import compute
 from ..numerics.compute import Implementation, MissingRequirement
 from ..numerics.randomness import rng  # noqa: F401 (re-export: models import rng from here)
-from ..params import Param, suggest
+from ..params import Param, deprecated, suggest
 
 Progress = Callable[[float], None]
 """Callback a long kernel calls with the fraction of its work done (0..1)."""
@@ -128,16 +128,14 @@ def var(dims: tuple[str, ...], data: Any, long_name: str, units: str = "") -> xr
 
 _HOOKS = ("cost", "probe", "output_bytes", "working_bytes", "max_workers", "stops_early",
           "stop_share")
-"""The parts of a :class:`Footprint` that :meth:`Model.footprint` builds from a family's hooks:
-``_NAME`` declared by a family, or ``NAME``, the public hook a model declared before the
-footprint joined them (still honoured)."""
+"""The parts of a :class:`Footprint` that :meth:`Model.footprint` builds from a family's
+hooks, each declared as the private class method ``_NAME``."""
 
 
 def _hook(cls: type, part: str) -> Callable[..., Any] | None:
-    """The family's hook for one part of its footprint (:data:`_HOOKS`): the private one, else
-    the older public one, else None."""
-    found = getattr(cls, f"_{part}", None)
-    return found if found is not None else getattr(cls, part, None)
+    """The family's hook for one part of its footprint (:data:`_HOOKS`), or None."""
+    found: Callable[..., Any] | None = getattr(cls, f"_{part}", None)
+    return found
 
 
 @dataclass(frozen=True)
@@ -212,27 +210,34 @@ class Model:
     of preference: an action runs on the first that implements it unless the
     ``implementation`` parameter names another. Empty: one implicit CPU implementation."""
     aliases: ClassVar[dict[str, dict[str, str]]] = {}
-    """Other names a parameter is given by: name → action → the parameter it stands for. A
-    result records the parameter's own name, never the alias. The families' older names of
-    what a run records (``n_times``, ``checkpoints``, ...) are declared here as aliases of
-    the record vocabulary (:data:`RECORD_VOCABULARY`, docs/engine.md, "Records")."""
+    """A parameter's older, deprecated names: name → action → the parameter it stands for,
+    accepted so that an old job file still runs (with a
+    :class:`~richlazy_cli.params.RichlazyDeprecationWarning` naming the parameter) and an old
+    result file still reads. A result records the parameter's own name, never the older one.
+    The families' older names of what a run records (``n_times``, ``checkpoints``, ...) are
+    declared here (:data:`RECORD_VOCABULARY`, docs/engine.md, "Records")."""
     implementation_aliases: ClassVar[dict[str, dict[str, dict[str, tuple[str, ...]]]]] = {}
-    """Older parameters that chose the implementation, accepted as aliases: per action,
-    parameter → value → the implementations that value allows. Kept in step with the
-    ``implementation`` chosen, so a result records both."""
+    """Older, deprecated parameters that chose the implementation: per action, parameter →
+    value → the implementations that value allows. Given, each is a
+    :class:`~richlazy_cli.params.RichlazyDeprecationWarning` naming ``implementation``; it is
+    kept in step with the ``implementation`` chosen, so a result records both."""
 
     # -- parameters -------------------------------------------------------------------------
     @classmethod
-    def param(cls, name: str, action: str | None = None) -> Param:
-        """The parameter called ``name``, or named by an alias (:attr:`aliases`) for
-        ``action`` (without an action, an alias that names one parameter for every action)."""
-        targets = cls.aliases.get(name, {})
+    def param(cls, name: str, action: str | None = None, *, warn: bool = True) -> Param:
+        """The parameter called ``name``, or named by an older name (:attr:`aliases`) for
+        ``action`` (without an action, an older name of one parameter for every action),
+        which is deprecated: said by :func:`~richlazy_cli.params.deprecated` unless ``warn``
+        is False (a name already said)."""
+        given, targets = name, cls.aliases.get(name, {})
         if action is not None and action in targets:
             name = targets[action]
         elif action is None and len(set(targets.values())) == 1:
             name = next(iter(targets.values()))
         for p in cls.params:
             if p.name == name:
+                if warn and name != given:
+                    deprecated(given, name)
                 return p
         if targets and action is not None:  # another action's older name
             named = ", ".join(f"{target} for {a}" for a, target in targets.items())
@@ -245,21 +250,22 @@ class Model:
 
     @classmethod
     def aliases_of(cls, name: str) -> dict[str, tuple[str, ...]]:
-        """The other names parameter ``name`` is given by (:attr:`aliases`), each with the
-        actions it names it for: what ``richlazy models NAME`` shows beside it."""
+        """The older names of parameter ``name`` (:attr:`aliases`), each with the actions it
+        names it for: what ``richlazy models NAME`` shows beside it as deprecated."""
         return {alias: tuple(a for a, target in targets.items() if target == name)
                 for alias, targets in cls.aliases.items() if name in targets.values()}
 
     @classmethod
-    def canonical(cls, action: str, named: Mapping[str, Any], *, swept: bool = False
-                  ) -> dict[str, Any]:
+    def as_named_now(cls, action: str, named: Mapping[str, Any], *, swept: bool = False
+                     ) -> dict[str, Any]:
         """``named`` (values by parameter name, as a result or a parts folder recorded them,
-        perhaps under a family's older names) under the names :meth:`given` gives them: an
-        alias of ``action`` (:attr:`aliases`) becomes the parameter it stands for, unless that
-        parameter is there too. An alias of other actions only is left out: it was once a
-        parameter of its own that ``action`` did not read (``linear``'s ``checkpoints`` in a
-        solve). With ``swept`` (grid dimensions) nothing is left out, so that a grid never
-        loses a dimension. Other names stay as they are."""
+        perhaps under a family's older names) under the names of now, silently (reading an
+        old result file is not a deprecated use): an older name of ``action``
+        (:attr:`aliases`) becomes the parameter it stands for, unless that parameter is there
+        too. An older name of other actions only is left out: it was once a parameter of its
+        own that ``action`` did not read (``linear``'s ``checkpoints`` in a solve). With
+        ``swept`` (grid dimensions) nothing is left out, so that a grid never loses a
+        dimension. Other names stay as they are."""
         out: dict[str, Any] = {}
         for name, value in named.items():
             targets = cls.aliases.get(name)
@@ -288,8 +294,15 @@ class Model:
             )
         values = cls.defaults()
         named: dict[str, str] = {}
+        implementation_aliases = {alias for aliases in cls.implementation_aliases.values()
+                                  for alias in aliases}
         for name, value in params.items():
             p = cls.param(name, action)
+            if name in implementation_aliases:
+                allows = cls.implementation_aliases.get(action, {}).get(name, {}).get(str(value))
+                able = [i.name for i in cls.implementations
+                        if i.name in (allows or ()) and action in i.actions]
+                deprecated(name, f"implementation = {able[0]}" if able else "implementation")
             if p.name in named:
                 raise BadInput(f"parameter {p.name} is given twice (as {named[p.name]} and "
                                f"as {name})")
@@ -363,11 +376,8 @@ class Model:
         A part left out takes its default: cost 1, bytes undeclared, the configuration
         itself as its probe, no unpredicted early stop (a share of 1), and one
         worker per GPU where the configuration's implementation runs on a device and its
-        ``device`` is not ``cpu`` (:meth:`device_workers`). A model written against the older
-        public hooks (``cost``, ``probe``, ``output_bytes``, ``working_bytes``,
-        ``max_workers``, same arguments) keeps working: the default calls those it defines
-        where no private part is declared. A family overrides this method only to declare
-        something these parts cannot.
+        ``device`` is not ``cpu`` (:meth:`device_workers`). A family overrides this method
+        only to declare something these parts cannot.
         """
         cost = _hook(cls, "cost")
         output = _hook(cls, "output_bytes")
@@ -475,7 +485,7 @@ def enter(model: type[Model], action: str, params: Mapping[str, Any], *,
     know nothing of the engine.
     """
     values = model.given(action, params)
-    given = {model.param(name, action).name for name in params}
+    given = {model.param(name, action, warn=False).name for name in params}
     for name in swept:
         if name in given:
             raise BadInput(f"parameter {name} is both fixed (-p) and swept (-g)")
@@ -548,7 +558,7 @@ RECORD_VOCABULARY: dict[str, str] = {
 }
 """The one vocabulary for what a run records: the names of the parameters of every family
 that records (docs/engine.md, "Records"), which results record and messages name; each
-family's older name for them is an alias (:attr:`Model.aliases`)."""
+family's older, deprecated name for them is declared in :attr:`Model.aliases`."""
 
 
 # -- the contract ---------------------------------------------------------------------------

@@ -237,7 +237,7 @@ def changed_params(rf: ResultFile) -> tuple[dict[str, Any], bool]:
         defaults = model.defaults()
     except BadInput:  # an unknown model, or one whose module fails to import: show everything
         return given, False
-    given = model.canonical(rf.action, given)  # a file written under older record names
+    given = model.as_named_now(rf.action, given)  # a file written under older record names
     return {k: v for k, v in given.items() if k not in defaults or jsonable(defaults[k]) != v}, True
 
 

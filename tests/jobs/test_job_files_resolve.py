@@ -1,6 +1,7 @@
-"""Every job file of jobs/ still validates, unchanged, grid point by grid point (the older
-``backend`` and ``loop`` parameters are accepted aliases of ``implementation``; docs/engine.md,
-"Implementations and devices"). Nothing is computed."""
+"""Every job file of jobs/ (jobs/paper/ included) validates, unchanged, grid point by grid
+point, and speaks the parameter names of now: an older name (docs/usage.md, "Older parameter
+names") is an error here. So do the paper figures' ``tiny`` overrides of them
+(richlazy_cli/figures/registry.py). Nothing is computed."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from richlazy_cli.engine.job import Job, read_job_file
+from richlazy_cli.engine.job import Job, Request, prepare_sweep, read_job_file
 from richlazy_cli.errors import BadInput
+from richlazy_cli.figures.registry import REGISTRY
 from richlazy_cli.numerics.compute import NO_GPU, gpu_workers
 
 from ..conftest import ROOT
@@ -21,6 +23,12 @@ if gpu_workers("cuda") is None:
     REFUSED["fig1b-gpu"] = NO_GPU  # a GPU job on a machine without one
 
 
+CURRENT_NAMES_ONLY = pytest.mark.filterwarnings(
+    "error::richlazy_cli.params.RichlazyDeprecationWarning")
+"""An older parameter name is an error, not a warning."""
+
+
+@CURRENT_NAMES_ONLY
 @pytest.mark.parametrize(
     "path", JOBS, ids=[str(p.relative_to(ROOT / "jobs").with_suffix("")) for p in JOBS])
 def test_the_job_file_validates(path: Path) -> None:
@@ -39,6 +47,23 @@ def _build(path: Path) -> None:
                     list(job_file.grid.items()), max_points=10**7)
     values = job.values(0)
     impl = job.model.implementation(values, job.action)
-    if "backend" in job_file.params:  # the alias chose the implementation
-        assert impl is not None and (impl.name == "torch") == (
-            job_file.params["backend"] == "torch")
+    if "implementation" in job_file.params:
+        assert impl is not None and impl.name == job_file.params["implementation"]
+
+
+TINY = sorted({(job, tuple(over.items())) for f in REGISTRY for job, over in f.tiny.items()})
+
+
+@CURRENT_NAMES_ONLY
+@pytest.mark.parametrize("job, over", TINY, ids=[f"{job}-{i}" for i, (job, _) in
+                                                  enumerate(TINY)])
+def test_the_tiny_overrides_of_the_paper_figures_validate(job: str, over: tuple[tuple[str, str],
+                                                                                  ...],
+                                                           tmp_path: Path) -> None:
+    """As ``tests/figures/test_paper_figures.py`` runs them: ``-p NAME=VALUE`` and
+    ``-g NAME=SPEC`` (``grid.NAME``) over the job file."""
+    params = [f"{k}={v}" for k, v in over if not k.startswith("grid.")]
+    grid = [f"{k[5:]}={v}" for k, v in over if k.startswith("grid.")]
+    built, _, _ = prepare_sweep(Request(params=params, grid=grid, config=ROOT / job,
+                                        run={"output": str(tmp_path / "out.h5")}))
+    built.values(0)

@@ -1,6 +1,6 @@
 """The model's hooks: ``derive`` then a pure ``check``, once per case of a grid in ``Job.build``
-(the entrance ``Model.resolve`` shares), and one ``footprint``; a model written against the
-older separate resource hooks keeps working (docs/engine.md, "Writing a model")."""
+(the entrance ``Model.resolve`` shares), and one ``footprint`` built from the private hooks
+(docs/engine.md, "Writing a model")."""
 
 from __future__ import annotations
 
@@ -109,12 +109,12 @@ def test_derive_and_check_run_once_per_case_in_the_build(monkeypatch: Any) -> No
     assert job.values(149)["doubled"] == 6
 
 
-class Legacy(Model):
-    """A plugin written against the older hooks: a ``check`` that fills a derived value in
-    place, and ``cost``, ``probe``, ``output_bytes``, ``working_bytes``, ``max_workers``."""
+class Public(Model):
+    """A model naming its footprint's parts without the leading underscore, and a ``check``
+    that fills a derived value in place (a model written before ``derive``)."""
 
-    name = "hooks-legacy"
-    summary = "the older hooks"
+    name = "hooks-public"
+    summary = "public names that are not hooks"
     actions = ("solve",)
     params = (
         Param("n", "int", 3, "a size", low=1),
@@ -132,16 +132,8 @@ class Legacy(Model):
         return 2.0 * values["steps"]
 
     @classmethod
-    def probe(cls, values: Any) -> dict[str, Any]:
-        return {**values, "steps": 1}
-
-    @classmethod
     def output_bytes(cls, action: str, values: Any) -> float:
         return 8.0 * values["n"]
-
-    @classmethod
-    def working_bytes(cls, action: str, values: Any) -> float:
-        return 1e3 * values["n"]
 
     @classmethod
     def max_workers(cls, values: Any) -> int:
@@ -152,19 +144,17 @@ class Legacy(Model):
         return xr.Dataset({"y": var(("point", "i"), y, "zeros")})
 
 
-def test_a_model_with_the_older_hooks_keeps_working(monkeypatch: Any) -> None:
-    check_contract(Legacy)
-    monkeypatch.setitem(base._REGISTRY, Legacy.name, Legacy)
-    values = Legacy.resolve("solve", {"n": 4})
+def test_the_footprint_reads_the_private_hooks_only(monkeypatch: Any) -> None:
+    """``cost``, ``output_bytes``, ``max_workers`` (the names before the footprint joined
+    the parts) are a model's own methods, not hooks: its footprint declares nothing."""
+    check_contract(Public)
+    monkeypatch.setitem(base._REGISTRY, Public.name, Public)
+    values = Public.resolve("solve", {"n": 4})
     assert values["total"] == 14  # its check still derives
-    fp = Legacy.footprint("solve", values)
-    assert (fp.cost, fp.output_bytes, fp.working_bytes, fp.workers) == (20.0, 32.0, 4e3, 2)
-    assert fp.probe["steps"] == 1 and fp.probe["n"] == 4
-    job = Job.build(Legacy.name, "solve", {}, [("n", "1,2")])
-    size = declared_size(job, None)
-    assert size is not None and size.total == 8.0 * (1 + 2) + 2 * 9
-    assert job.workers_limit() == 2
-    assert job.values(1)["total"] == 12
+    fp = Public.footprint("solve", values)
+    assert (fp.cost, fp.output_bytes, fp.working_bytes, fp.workers) == (1.0, None, None, None)
+    assert set(base._HOOKS) == {"cost", "probe", "output_bytes", "working_bytes",
+                                "max_workers", "stops_early", "stop_share"}
 
 
 def test_the_default_footprint_declares_nothing() -> None:
@@ -194,28 +184,6 @@ def test_every_family_that_records_speaks_the_record_vocabulary() -> None:
         assert not own & {"n_times", "checkpoints", "n_checkpoints", "n_time", "n_record"}, name
     assert {name for name, *_ in ALIASED} >= RECORDING
     assert {target for *_, target in ALIASED} <= set(RECORD_VOCABULARY)
-
-
-@pytest.mark.parametrize("name, alias, action, target", ALIASED)
-def test_a_record_alias_is_its_parameter(name: str, alias: str, action: str, target: str) -> None:
-    """A family's older name (``n_times``, ``checkpoints``, ...) given, or swept, is its
-    ``n_records`` / ``records``, which the result records under that name; giving both is
-    refused."""
-    cls = MODELS[name]
-    example = {k: v for k, v in cls.examples[action][0].items() if k != target}
-    value: Any = [1] if cls.param(target).kind == "int_list" else 3
-    try:
-        by_alias = cls.resolve(action, {**example, alias: value})
-    except MissingRequirement:
-        pytest.skip("needs the practice extra")
-    by_name = cls.resolve(action, {**example, target: value})
-    assert alias not in by_alias and by_alias.keys() == by_name.keys()
-    assert all(np.array_equal(np.asarray(by_alias[k]), np.asarray(by_name[k])) for k in by_name)
-    spec = "[[1], [2]]" if isinstance(value, list) else "3,4"
-    job = Job.build(name, action, example, [(alias, spec)])
-    assert job.grid.names == (target,)
-    with pytest.raises(BadInput, match=f"parameter {target} is given twice"):
-        cls.resolve(action, {**example, alias: value, target: value})
 
 
 def test_worker_processes_receive_the_preparation(monkeypatch: Any) -> None:
