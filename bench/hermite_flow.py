@@ -57,13 +57,26 @@ args = (torch, sigma0[:, None, None] * U0[None], a, c, times, 1e-7, atol, H._R_F
         H.RECOVERY, device, False)
 kw = dict(early_stop=True, recoverable=rec, settle_tol=H.SETTLE_TOL)
 sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-def run():
-    if not batched:
-        return HT.integrate_flow(*args, **kw)
-    from richlazy_cli.numerics.compute import session
-    extra = [HT.SYNC_EVERY] if "sync_every" in inspect.signature(HT._integrate).parameters else []
-    with session():
-        return HT._integrate(*args, None, True, rec, H.SETTLE_TOL, *extra)
+from richlazy_cli.numerics.compute import session
+if "problem" in inspect.signature(HT.integrate_flow).parameters:  # one problem object
+    from richlazy_cli.models.hermite._flow import HermiteFlowProblem
+    problem = HermiteFlowProblem(
+        V0=args[1], a=a, c=c, times=times, method="RK45", rtol=1e-7, atol=atol,
+        recovery=H.RECOVERY, r_floor=H._R_FLOOR, early_stop=True, recoverable=rec,
+        settle_tol=H.SETTLE_TOL)
+    def run():
+        with session():
+            if not batched:
+                return HT.integrate_flow(problem, device)
+            return HT._integrate(torch, problem, device, HT.SYNC_EVERY)
+else:  # a tree whose flow takes its arguments one by one
+    def run():
+        if not batched:
+            return HT.integrate_flow(*args, **kw)
+        windowed = "sync_every" in inspect.signature(HT._integrate).parameters
+        extra = [HT.SYNC_EVERY] if windowed else []
+        with session():
+            return HT._integrate(*args, None, True, rec, H.SETTLE_TOL, *extra)
 run()  # warm-up (kernels, caches)
 sync()
 calls[0] = 0

@@ -15,9 +15,9 @@ from richlazy_cli.numerics.compute import Implementation
 from richlazy_cli.params import Param
 
 TABLE = (
-    Implementation("numpy", "the reference", ("train",), reference=True),
+    Implementation("numpy", "the reference", ("train",), reference=True, run="_train_numpy"),
     Implementation("torch", "the same sums in torch", ("train",), devices=("cpu", "cuda"),
-                   requires=("torch",), tolerance=1e-12),
+                   requires=("torch",), tolerance=1e-12, run="_train_torch"),
 )
 
 
@@ -42,28 +42,39 @@ class ToyCompute(Model):
         "train": ({"lr": 0.1}, {"lr": 0.5}, {"seed": 1}),
     }
 
-    def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+    @staticmethod
+    def _start(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        """The steps (B,) and the random start x₀ (B, dim) of every configuration."""
         v = batch.values
         lr = batch.column("lr").astype(np.float64)
-        x0 = np.stack([rng(v["seed"], "start").standard_normal(v["dim"])] * batch.size)
-        attrs: dict[str, str] = {}
-        if v["implementation"] == "torch":
-            device = compute.resolve_device(v["device"])
-            with compute.session() as torch:
-                dt = compute.torch_dtype(v["dtype"])
-                x = torch.as_tensor(x0, dtype=dt, device=device)
-                step = torch.as_tensor(lr[:, None], dtype=dt, device=device)
-                loss = [0.5 * (x * x).sum(dim=1).double().cpu().numpy()]
-                for _ in range(v["steps"]):
-                    x = x - step * x
-                    loss.append(0.5 * (x * x).sum(dim=1).double().cpu().numpy())
-            attrs = compute.provenance(device)
-        else:
-            x = x0.astype(v["dtype"])
-            loss = [0.5 * (x * x).sum(axis=1).astype(np.float64)]
-            for _ in range(v["steps"]):
-                x = x - lr[:, None].astype(v["dtype"]) * x
-                loss.append(0.5 * (x * x).sum(axis=1).astype(np.float64))
+        return lr, np.stack([rng(v["seed"], "start").standard_normal(v["dim"])] * batch.size)
+
+    def _train_numpy(self, batch: Batch, progress: Progress | None,
+                     placement: compute.Placement) -> xr.Dataset:
+        v = batch.values
+        lr, x0 = self._start(batch)
+        x = x0.astype(v["dtype"])
+        loss = [0.5 * (x * x).sum(axis=1).astype(np.float64)]
+        for _ in range(v["steps"]):
+            x = x - lr[:, None].astype(v["dtype"]) * x
+            loss.append(0.5 * (x * x).sum(axis=1).astype(np.float64))
+        return self._dataset(batch, loss)
+
+    def _train_torch(self, batch: Batch, progress: Progress | None,
+                     placement: compute.Placement) -> xr.Dataset:
+        torch, dt, device = placement.torch, placement.dtype, placement.device
+        lr, x0 = self._start(batch)
+        x = torch.as_tensor(x0, dtype=dt, device=device)
+        step = torch.as_tensor(lr[:, None], dtype=dt, device=device)
+        loss = [0.5 * (x * x).sum(dim=1).double().cpu().numpy()]
+        for _ in range(batch.values["steps"]):
+            x = x - step * x
+            loss.append(0.5 * (x * x).sum(dim=1).double().cpu().numpy())
+        return self._dataset(batch, loss)
+
+    @staticmethod
+    def _dataset(batch: Batch, loss: list[np.ndarray]) -> xr.Dataset:
         data = {"loss": var(("point", "step"), np.stack(loss, axis=1), "½‖x − target‖²")}
-        coords = {"step": var(("step",), np.arange(v["steps"] + 1), "step", "steps")}
-        return xr.Dataset(data, coords=coords, attrs=attrs)
+        coords = {"step": var(("step",), np.arange(batch.values["steps"] + 1), "step",
+                              "steps")}
+        return xr.Dataset(data, coords=coords)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import pkgutil
 import re
@@ -136,6 +137,14 @@ def _hook(cls: type, part: str) -> Callable[..., Any] | None:
     """The family's hook for one part of its footprint (:data:`_HOOKS`), or None."""
     found: Callable[..., Any] | None = getattr(cls, f"_{part}", None)
     return found
+
+
+def _by_action(hook: Callable[..., Any]) -> bool:
+    """Whether a family's cost hook declares the action (``_cost(values, action)``)."""
+    try:
+        return "action" in inspect.signature(hook).parameters
+    except (TypeError, ValueError):  # a callable without a signature
+        return False
 
 
 @dataclass(frozen=True)
@@ -370,7 +379,8 @@ class Model:
         run times, and the most workers that can compute it at once.
 
         Built from the parts a family declares as private class methods (:data:`_HOOKS`):
-        ``_cost(values)``, ``_output_bytes(action, values)``, ``_working_bytes(action,
+        ``_cost(values)`` (or ``_cost(values, action)``, for a family that prices its
+        actions by different models), ``_output_bytes(action, values)``, ``_working_bytes(action,
         values)``, ``_probe(values)``, ``_max_workers(values)``, ``_stops_early(values)``
         and ``_stop_share(values)``.
         A part left out takes its default: cost 1, bytes undeclared, the configuration
@@ -387,7 +397,8 @@ class Model:
         stops = _hook(cls, "stops_early")
         share = _hook(cls, "stop_share")
         return Footprint(
-            1.0 if cost is None else float(cost(values)),
+            1.0 if cost is None else float(cost(values, action=action) if _by_action(cost)
+                                           else cost(values)),
             None if output is None else output(action, values),
             None if working is None else working(action, values),
             cls.device_workers(values, action) if workers is None else workers(values),
@@ -440,10 +451,14 @@ class Model:
 
     # -- actions ----------------------------------------------------------------------------
     def solve(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
-        raise NotImplementedError
+        """The ``solve`` action: the function the batch's implementation row names
+        (:meth:`dispatch`), unless the family overrides this method (a family without a
+        table of implementations does)."""
+        return self.dispatch("solve", batch, progress)
 
     def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
-        raise NotImplementedError
+        """The ``train`` action, as :meth:`solve`."""
+        return self.dispatch("train", batch, progress)
 
     def run(self, action: str, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
         if action == "solve":
@@ -451,6 +466,30 @@ class Model:
         if action == "train":
             return self.train(batch, progress)
         raise BadInput(f"unknown action {action!r}")
+
+    def dispatch(self, action: str, batch: Batch, progress: Progress | None = None
+                 ) -> xr.Dataset:
+        """The one dispatch from an implementation row to its code (docs/engine.md,
+        "Implementations and devices").
+
+        The row the batch's values run on (:meth:`implementation`: the ``implementation``
+        parameter, else the action's first) names its function (``Implementation.run``);
+        the device is resolved and, for a row that requires torch, the call runs inside the
+        torch session (:func:`richlazy_cli.numerics.compute.placed`); the function is
+        called as ``function(model, batch, progress, placement)``; a torch row's result
+        is stamped with its provenance (:data:`richlazy_cli.numerics.compute.PROVENANCE_KEYS`).
+        A family compares no implementation names: a new implementation is its module and
+        its row."""
+        cls = type(self)
+        impl = cls.implementation(batch.values, action)
+        function = None if impl is None else impl.function(action, cls)
+        if impl is None or function is None:
+            raise NotImplementedError(f"model {cls.name}: no function computes {action} on "
+                                      f"implementation {impl.name if impl else '(none)'}")
+        with compute.placed(impl, batch.values) as placement:
+            data = function(self, batch, progress, placement)
+        data.attrs.update(placement.provenance)
+        return data
 
 
 # -- the one entrance -----------------------------------------------------------------------
@@ -578,9 +617,11 @@ def check_contract(cls: type[Model]) -> None:
 
     The rules: the class attributes of :data:`_REQUIRED` are declared, with those types; every
     listed action is one of :data:`ACTIONS` and is implemented (overridden, not the base
-    class's); parameter names are unique; every default passes its own :meth:`Param.coerce`;
-    ``examples`` gives every listed action (and nothing else) at least one example, each a dict
-    of known parameter names that passes :meth:`Model.resolve`.
+    class's, or named by every implementation row that lists it, a method name naming a
+    method of the model); parameter names are unique; every default passes its own
+    :meth:`Param.coerce`; ``examples`` gives every listed action (and nothing else) at
+    least one example, each a dict of known parameter names that passes
+    :meth:`Model.resolve`.
     """
     label = getattr(cls, "name", None) if isinstance(getattr(cls, "name", None), str) else None
     label = label or f"{cls.__module__}.{cls.__qualname__}"
@@ -605,7 +646,16 @@ def check_contract(cls: type[Model]) -> None:
         if action not in ACTIONS:
             refuse(f"action {action!r} is not one of {', '.join(ACTIONS)}")
         if getattr(cls, action) is getattr(Model, action):
-            refuse(f"action {action!r} is listed but {action}() is not implemented")
+            rows = [impl for impl in cls.implementations if action in impl.actions]
+            named = [impl.function_name(action) for impl in rows]
+            if not rows or any(name is None for name in named):
+                refuse(f"action {action!r} is listed but {action}() is not implemented "
+                       "(nor named by every implementation row that lists it)")
+            for impl, name in zip(rows, named, strict=True):
+                if isinstance(name, str) and ":" not in name and not callable(
+                        getattr(cls, name, None)):
+                    refuse(f"implementation {impl.name} names {name!r} for {action}, "
+                           "which is no method of the model")
     names: set[str] = set()
     for p in cls.params:
         if not isinstance(p, Param):

@@ -15,7 +15,16 @@ defined here once:
 * :func:`provenance` — the attributes every torch result carries (:data:`PROVENANCE_KEYS`);
 * :func:`gpu_workers` — how many workers a sweep on a GPU device starts (one per GPU);
 * :func:`device_free_bytes` — the free memory of the GPU a device names (None on the CPU),
-  which sizes the engine's chunks on a device (docs/performance.md, "Chunks on a GPU").
+  which sizes the engine's chunks on a device (docs/performance.md, "Chunks on a GPU");
+* :func:`placed` — the :class:`Placement` a row's function computes in: the row, its resolved
+  device and, for a row that needs torch, the torch module inside one :func:`session` and
+  the torch dtype of the ``dtype`` parameter.
+
+Each row names the function that computes an action on it (``Implementation.run``, a
+callable or a name imported when first called, so that torch or numba is imported only by a
+run that uses them); :meth:`richlazy_cli.models.base.Model.dispatch` is the one place that
+calls it, as neural-tangents dispatches its implementation enum through one dict and
+torchdiffeq a method's name through ``SOLVERS[method]``.
 
 Random numbers never come from torch's global generator: models draw them from
 :func:`richlazy_cli.numerics.randomness.rng` (NumPy) and convert them, so they are the same on every
@@ -25,11 +34,13 @@ device and torch version.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import importlib.util
 import os
 import threading
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import BadInput
@@ -88,6 +99,14 @@ def import_torch(what: str = "the torch implementation") -> Any:
 
 
 # -- implementations ------------------------------------------------------------------------
+FunctionName = Callable[..., Any] | str
+"""How a row names its function (:attr:`Implementation.run`): the function itself; a name
+``"_train_numpy"``, a method of the model's class; or ``"module:name"``, imported when the
+row first computes, a module named relative to the family's package when it starts with a
+dot (``"._torch:solve"``). Every form is called as ``function(model, batch, progress,
+placement)`` (:class:`Placement`) and returns the action's dataset."""
+
+
 @dataclass(frozen=True)
 class Implementation:
     """One way a model family computes: a row of its table (docs/engine.md).
@@ -106,6 +125,10 @@ class Implementation:
     configurations of one batch may differ in them: two-layer's torch rows train several
     seeds' data sets in one batch); the engine's chunks group by the remaining non-batchable
     values only (:meth:`richlazy_cli.models.base.Model.batchable_names`, docs/engine.md).
+    ``run`` names the function that computes on the row (:data:`FunctionName`): one for
+    every action it lists, or one per action (``{"solve": ..., "train": ...}``); the model's
+    :meth:`~richlazy_cli.models.base.Model.dispatch` calls it, and nothing else chooses code
+    by a row's name. None: the family overrides the action's method itself.
     """
 
     name: str
@@ -122,6 +145,25 @@ class Implementation:
     batching: str = BITWISE
     gpu_batching: str = BATCH_DEPENDENT
     batchable: tuple[str, ...] = ()
+    run: FunctionName | Mapping[str, FunctionName] | None = field(default=None, compare=False)
+
+    def function_name(self, action: str) -> FunctionName | None:
+        """What :attr:`run` names for ``action`` (None: nothing, or an action the row does
+        not list)."""
+        if action not in self.actions:
+            return None
+        if isinstance(self.run, Mapping):
+            return self.run.get(action)
+        return self.run
+
+    def function(self, action: str, owner: type) -> Callable[..., Any] | None:
+        """The function that computes ``action`` on this row for the model class ``owner``
+        (:data:`FunctionName` resolved: a method of ``owner``, or a module's attribute with
+        a relative module taken in ``owner``'s package), or None when the row names none."""
+        named = self.function_name(action)
+        if named is None or callable(named):
+            return named
+        return _load(named, owner)
 
     @property
     def on_devices(self) -> bool:
@@ -137,6 +179,18 @@ class Implementation:
     def guarantee(self, device: str) -> str:
         """The batching guarantee on ``device`` (a resolved device string)."""
         return self.batching if device == "cpu" else self.gpu_batching
+
+
+def _load(named: str, owner: type) -> Callable[..., Any]:
+    """``"method"`` of ``owner``, or ``"module:name"`` (a dotted name within the module; a
+    module starting with a dot relative to ``owner``'s package), imported now."""
+    module, sep, name = named.rpartition(":")
+    if not sep:
+        found: Any = getattr(owner, name)
+        return found  # type: ignore[no-any-return]
+    package = owner.__module__.rpartition(".")[0] or None
+    return functools.reduce(getattr, name.split("."),  # type: ignore[no-any-return]
+                            importlib.import_module(module, package))
 
 
 def implementation_param(table: tuple[Implementation, ...]) -> Param:
@@ -258,12 +312,51 @@ def device_of(values: Mapping[str, Any]) -> str:
     return str(values.get("device") or "cpu")
 
 
+# -- the placement of one model call --------------------------------------------------------
+@dataclass(frozen=True)
+class Placement:
+    """Where a batch computes, as :func:`placed` resolves it for a row's function.
+
+    ``implementation`` is the row; ``device`` the resolved torch device string (``cpu`` for
+    a row that runs on the CPU only); ``torch`` the torch module, inside the call's
+    :func:`session`, for a row that requires torch (None otherwise); ``dtype`` the torch
+    dtype of the configuration's ``dtype`` parameter (None without torch or without one).
+    """
+
+    implementation: Implementation
+    device: str = "cpu"
+    torch: Any = None
+    dtype: Any = None
+
+    @property
+    def provenance(self) -> dict[str, str]:
+        """The attributes its result carries: :func:`provenance` for a torch row, else none."""
+        return provenance(self.device) if self.torch is not None else {}
+
+
+@contextlib.contextmanager
+def placed(impl: Implementation, values: Mapping[str, Any]) -> Iterator[Placement]:
+    """The :class:`Placement` of a batch with ``values`` on row ``impl``, for the duration
+    of one model call: the device resolved (:func:`resolve_device`) where the row runs on
+    devices; a row that requires torch computes inside one :func:`session`."""
+    device = resolve_device(device_of(values)) if impl.on_devices else "cpu"
+    if "torch" not in impl.requires:
+        yield Placement(impl, device)
+        return
+    with session() as torch:
+        dtype = values.get("dtype")
+        yield Placement(impl, device, torch,
+                        torch_dtype(dtype) if dtype in ("float32", "float64") else None)
+
+
 # -- the torch models' shared declarations --------------------------------------------------
 TORCH_TRAINING: tuple[Implementation, ...] = (
     Implementation("torch", "PyTorch, on a CPU or GPU (the reference)", ("train",),
-                   devices=("cpu", "cuda"), requires=("torch",), reference=True),
+                   devices=("cpu", "cuda"), requires=("torch",), reference=True,
+                   run="_train"),
 )
-"""The one-row table of a family that trains in PyTorch only (docs/practice.md)."""
+"""The one-row table of a family that trains in PyTorch only (docs/practice.md): its
+function is the family's method ``_train(batch, progress, placement)``."""
 
 
 def run_params(seed_help: str, dtype: str = "float32") -> tuple[Param, Param, Param]:

@@ -192,9 +192,11 @@ def test_hermite_solve_cost_prices_the_flow_alone() -> None:
     from richlazy_cli.models.hermite.model import Hermite
 
     solve = _values("hermite", d=32, P=4, m=8, t_max=300.0)
-    assert Hermite._cost(solve) == Hermite._cost({**solve, "steps": 10 * solve["steps"]})
+    assert Hermite._cost(solve, "solve") == Hermite._cost({**solve, "steps": 10 * solve["steps"]},
+                                                          "solve")
     train = _values("hermite", d=32, P=4, m=8, lr=1e-3, loop="numba", implementation="numba")
-    assert Hermite._cost(train) == Hermite._cost({**train, "t_max": 10 * train["t_max"]})
+    assert Hermite._cost(train, "train") == Hermite._cost({**train, "t_max": 10 * train["t_max"]},
+                                                          "train")
 
 
 def _solve(**given: object) -> tuple[dict[str, object], object]:

@@ -204,27 +204,28 @@ class CNN(Model):
         return size
 
     # ------------------------------------------------------------------------------------------
-    def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+    def _train(self, batch: Batch, progress: Progress | None,
+               placement: compute.Placement) -> xr.Dataset:
+        """Train the batch on ``placement``'s device (the torch row's function)."""
         v = batch.values
-        device = compute.resolve_device(v["device"])
+        device = placement.device
         B = batch.size
         results: list[dict[str, np.ndarray]] = []
         status = np.zeros(B, dtype=np.int8)
         ck = None
-        with compute.session():
-            if stacked_by_default(device):
-                ck, spe = _train_stacked(batch, v, device, results, status, progress)
-            for i in range(B if ck is None else 0):
-                p = batch.point(i)
-                split = sources.load(str(v["dataset"]), int(p["seed"]), v.get("data_file"))
-                res, ok, ck_i, spe = _train_one(split, v, p, device)
-                if ck is not None and not np.array_equal(ck, ck_i):
-                    raise AssertionError("checkpoint steps differ within a batch")
-                ck = ck_i
-                results.append(res)
-                status[i] = Status.OK if ok else Status.DIVERGED
-                if progress is not None:
-                    progress((i + 1) / B)
+        if stacked_by_default(device):
+            ck, spe = _train_stacked(batch, v, device, results, status, progress)
+        for i in range(B if ck is None else 0):
+            p = batch.point(i)
+            split = sources.load(str(v["dataset"]), int(p["seed"]), v.get("data_file"))
+            res, ok, ck_i, spe = _train_one(split, v, p, device)
+            if ck is not None and not np.array_equal(ck, ck_i):
+                raise AssertionError("checkpoint steps differ within a batch")
+            ck = ck_i
+            results.append(res)
+            status[i] = Status.OK if ok else Status.DIVERGED
+            if progress is not None:
+                progress((i + 1) / B)
         assert ck is not None
         C = ("point", "checkpoint")
         stacked = {k: np.stack([r[k] for r in results]) for k in results[0]}
@@ -267,8 +268,7 @@ class CNN(Model):
             "K = sum_c J_c J_c^T over the logits c" if v["kernel"] == "trace"
             else "K = [J_c J_c'^T], (n c) x (n c)"),
             "steps_per_epoch": int(spe),
-            "filter_roughness_iid": _iid_level(str(v["arch"]), v.get("first_kernel")),
-            **compute.provenance(device)}
+            "filter_roughness_iid": _iid_level(str(v["arch"]), v.get("first_kernel"))}
         return xr.Dataset(data, coords=coords, attrs=attrs)
 
 

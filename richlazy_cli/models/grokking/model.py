@@ -228,9 +228,11 @@ class Grokking(Model):
                      + 90 * N)
 
     # ------------------------------------------------------------------------------------------
-    def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+    def _train(self, batch: Batch, progress: Progress | None,
+               placement: compute.Placement) -> xr.Dataset:
+        """Train the batch on ``placement``'s device (the torch row's function)."""
         v = batch.values
-        device = compute.resolve_device(v["device"])
+        device = placement.device
         p, op = int(v["p"]), str(v["op"])
         inputs, labels = modular_data(p, op)
         N = labels.size
@@ -244,25 +246,24 @@ class Grokking(Model):
         out = {k: np.full((B, ev.size), np.nan) for k in names}
         status = np.zeros(B, dtype=np.int8)
         n_params = n_embed = 0
-        with compute.session():
-            if stacked_by_default(device):
-                n_params, n_embed = _train_stacked(v, batch, inputs, labels, n_train, bsz, ev,
-                                                   device, out, status, progress)
-            else:
-                for i in range(B):
-                    pt = batch.point(i)
-                    seed = int(pt["seed"])
-                    perm = rng(seed, "split").permutation(N)
-                    run = _Run(v, float(pt["alpha"]), float(pt["tau"]), seed, device)
-                    n_params, n_embed = run.n_params, run.n_embedding
-                    res, ok = run.train(inputs[perm[:n_train]], labels[perm[:n_train]],
-                                        inputs[perm[n_train:]], labels[perm[n_train:]], bsz,
-                                        ev)
-                    for k in names:
-                        out[k][i] = res[k]
-                    status[i] = Status.OK if ok else Status.DIVERGED
-                    if progress is not None:
-                        progress((i + 1) / B)
+        if stacked_by_default(device):
+            n_params, n_embed = _train_stacked(v, batch, inputs, labels, n_train, bsz, ev,
+                                               device, out, status, progress)
+        else:
+            for i in range(B):
+                pt = batch.point(i)
+                seed = int(pt["seed"])
+                perm = rng(seed, "split").permutation(N)
+                run = _Run(v, float(pt["alpha"]), float(pt["tau"]), seed, device)
+                n_params, n_embed = run.n_params, run.n_embedding
+                res, ok = run.train(inputs[perm[:n_train]], labels[perm[:n_train]],
+                                    inputs[perm[n_train:]], labels[perm[n_train:]], bsz,
+                                    ev)
+                for k in names:
+                    out[k][i] = res[k]
+                status[i] = Status.OK if ok else Status.DIVERGED
+                if progress is not None:
+                    progress((i + 1) / B)
         thr = float(v["threshold"])
         s_train, c_train = first_reached(out["train_acc"], ev, thr)
         s_val, c_val = first_reached(out["val_acc"], ev, thr)
@@ -293,8 +294,7 @@ class Grokking(Model):
         attrs = {"n_train": int(n_train), "n_val": int(N - n_train), "batch_used": int(bsz),
                  "eval_every_used": int(every), "n_params": int(n_params),
                  "embedding_params": int(n_embed),
-                 "embedding_fraction": float(n_embed / n_params) if n_params else 0.0,
-                 **compute.provenance(device)}
+                 "embedding_fraction": float(n_embed / n_params) if n_params else 0.0}
         coords = {"eval_step": var(("eval_step",), ev, "optimiser steps taken", "steps")}
         return xr.Dataset(data, coords=coords, attrs=attrs)
 

@@ -12,7 +12,7 @@ the gradient of ``½ mean_i e_i²`` (:func:`..hermite.minibatch_grad` computes t
 BLAS). :func:`sgd_step_reference` writes it with NumPy operations whose rounding is fully
 determined: every sum is a ``cumsum`` (strictly sequential, in index order), every other
 operation elementwise. :mod:`._jit` transcribes it operation by operation, so the
-compiled loop (``loop = "numba"``) and this one (``loop = "numpy"``) give bitwise-identical
+compiled loop (implementation ``numba``) and this one (``numpy``) give bitwise-identical
 weights for the same samples (tests/models/hermite/test_hermite_sgd.py).
 
 :func:`run_online_sgd` drives either loop: it draws the samples of up to ``BLOCK_VALUES``
@@ -131,13 +131,53 @@ def numpy_block(V: np.ndarray, r2: np.ndarray, X: np.ndarray, n: int, c: np.ndar
     return n_steps
 
 
+Block = Callable[[np.ndarray, int, int], int]
+"""Steps ``step0 … step0 + k − 1`` of a batch on the samples ``X``: ``block(X, step0, k)``
+returns the steps taken (fewer once every configuration has stopped)."""
+Blocks = Callable[..., Block]
+"""Makes the :data:`Block` of one run from its state (:func:`numpy_blocks`'s arguments)."""
+
+
+def numpy_blocks(V: np.ndarray, r2: np.ndarray, n: int, c: np.ndarray, a: np.ndarray,
+                 lr: np.ndarray, active: np.ndarray, floor: float, floor2: float, level: float,
+                 stop_on_recovery: bool, rec_step: np.ndarray, winner: np.ndarray,
+                 n_left: np.ndarray, stop_after: np.ndarray, last_step: np.ndarray) -> Block:
+    """The NumPy loop (:func:`numpy_block`) over the run's state, updated in place."""
+
+    def block(X: np.ndarray, step0: int, k: int) -> int:
+        return numpy_block(V, r2, X, n, c, a, lr, active, step0, k, floor, floor2, level,
+                           stop_on_recovery, rec_step, winner, n_left, stop_after, last_step)
+
+    return block
+
+
+def compiled_blocks(V: np.ndarray, r2: np.ndarray, n: int, c: np.ndarray, a: np.ndarray,
+                    lr: np.ndarray, active: np.ndarray, floor: float, floor2: float,
+                    level: float, stop_on_recovery: bool, rec_step: np.ndarray,
+                    winner: np.ndarray, n_left: np.ndarray, stop_after: np.ndarray,
+                    last_step: np.ndarray) -> Block:
+    """The compiled loop (:func:`._jit.run_block`, numba imported now) over the run's state,
+    bitwise the same as :func:`numpy_blocks`'s."""
+    from . import _jit as _hermite_jit
+
+    cs, cd, nz, c0 = hermite_tables(c)
+
+    def block(X: np.ndarray, step0: int, k: int) -> int:
+        return int(_hermite_jit.run_block(
+            V, r2, X, n, cs, cd, nz, c0, a, lr, active, step0, k, floor, floor2, level,
+            stop_on_recovery, rec_step, winner, n_left, stop_after, last_step))
+
+    return block
+
+
 def run_online_sgd(V: np.ndarray, a: np.ndarray, c: np.ndarray, lr: np.ndarray, n: int,
                    grid: np.ndarray, gen: np.random.Generator, recoverable: np.ndarray,
-                   stop_on_recovery: bool, loop: str, floor: float, level: float,
+                   stop_on_recovery: bool, blocks: Blocks, floor: float, level: float,
                    record: Callable[[int, int], None],
                    progress: Callable[[float], None] | None = None) -> dict[str, Any]:
     """Online SGD of ``B`` configurations in place on ``V`` (B, m, d), all driven by the
-    same samples from ``gen``, up to step ``grid[-1]``.
+    same samples from ``gen``, up to step ``grid[-1]``, in the loop that ``blocks`` makes
+    (:func:`numpy_blocks` or :func:`compiled_blocks`, as the implementation row chooses).
 
     ``record(i, b)`` is called when configuration ``b`` has reached output step ``grid[i]``
     (``V[b]`` is then its state there); a configuration whose weights are no longer finite
@@ -165,22 +205,8 @@ def run_online_sgd(V: np.ndarray, a: np.ndarray, c: np.ndarray, lr: np.ndarray, 
             stop_after[b] = 0
             active[b] = False
         record(0, b)
-    if loop == "numba":
-        from . import _jit as _hermite_jit
-
-        cs, cd, nz, c0 = hermite_tables(c)
-
-        def block(X: np.ndarray, step0: int, k: int) -> int:
-            return int(_hermite_jit.run_block(
-                V, r2, X, n, cs, cd, nz, c0, a, lr, active, step0, k, floor, floor2, level,
-                stop_on_recovery, rec_step, winner, n_left, stop_after, last_step))
-    else:
-
-        def block(X: np.ndarray, step0: int, k: int) -> int:
-            return numpy_block(V, r2, X, n, c, a, lr, active, step0, k, floor, floor2, level,
-                               stop_on_recovery, rec_step, winner, n_left, stop_after,
-                               last_step)
-
+    block = blocks(V, r2, n, c, a, lr, active, floor, floor2, level, stop_on_recovery,
+                   rec_step, winner, n_left, stop_after, last_step)
     per_block = max(1, BLOCK_VALUES // (n * d))
     s = 1  # the next step to take
     for i in range(1, len(grid)):

@@ -21,13 +21,15 @@ by ``brentq`` on it (docs/performance.md, "Hermite on a GPU").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
 from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
 
+from ...numerics.compute import import_torch
 from ...numerics.solvers.runge_kutta import BatchedRK45
+from ._flow import HermiteFlowProblem
 from ._population import population_loss_grad
 
 SYNC_EVERY = 16
@@ -51,62 +53,57 @@ def best_neurons(torch: Any, V: Any, P: int, r_floor: float) -> tuple[Any, Any]:
     return cos2.max(dim=1)
 
 
-def integrate_flow(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray,
-                   times: np.ndarray, rtol: float, atol: np.ndarray, r_floor: float,
-                   recovery: float, device: str, save_params: bool,
-                   progress: Callable[[float], None] | None = None,
-                   early_stop: bool = False, recoverable: np.ndarray | None = None,
-                   settle_tol: float = 0.0, sync_every: int | None = None
-                   ) -> dict[str, np.ndarray]:
-    """Integrate ``V̇ = −∇L(V)`` for B configurations over ``[0, times[-1]]`` on ``device``.
+def integrate_flow(problem: HermiteFlowProblem, device: str,
+                   sync_every: int | None = None) -> dict[str, np.ndarray]:
+    """Integrate ``V̇ = −∇L(V)`` for the B configurations of ``problem`` over
+    ``[0, times[-1]]`` on ``device``, with the Dormand–Prince 5(4) pair (``problem.method``
+    is RK45, the only method of the torch row).
 
-    ``V0`` (B, m, d) and ``a`` (B, P); ``atol`` (B,). Returns ``loss`` (B, T), ``overlap``
-    and ``norm`` (B, T, P), ``t_recover`` (B, P; the first time the overlap reaches
-    ``recovery``, by ``brentq`` on the dense output), ``status`` (B,; diverged where the state
-    becomes non-finite or the step underflows), ``nfev`` (B,) and, with ``save_params``,
-    ``V`` (B, T, m, d) — the NumPy backend's outputs for the same flow — and ``winner``
-    (B, P), the neuron of largest overlap where each teacher is recovered, and ``t_stop`` (B,).
+    Returns the arrays of :meth:`HermiteFlowProblem.outputs` (the NumPy implementation's):
+    ``loss`` (B, T), ``overlap`` and ``norm`` (B, T, P), ``t_recover`` (B, P; the first time
+    the overlap reaches ``problem.recovery``, by ``brentq`` on the dense output), ``winner``
+    (B, P), the neuron of largest overlap where each teacher is recovered, ``status`` (B,;
+    diverged where the state becomes non-finite or the step underflows), ``nfev``, ``njev``
+    (none: no Jacobian) and ``t_stop`` (B,) and, with ``save_params``, ``V`` (B, T, m, d).
 
-    ``early_stop`` (with ``recoverable`` (B, P), the teachers with a finite greedy time) ends a
-    configuration at the first accepted step where as many teachers are recovered as are
-    learnable and ``‖∇L‖² t ≤ settle_tol · L(0)``; its remaining outputs receive the state
-    at the stop (the NumPy backend's rule, docs/hermite-sgd.md).
+    ``early_stop`` ends a configuration at the first accepted step where as many teachers are
+    recovered as ``problem.recoverable`` marks learnable and
+    ``‖∇L‖² t ≤ settle_tol · L(0)``; its remaining outputs receive the state at the stop (the
+    NumPy implementation's rule, docs/hermite-sgd.md).
 
     The host reads the device's decisions once every ``sync_every`` attempts (default
     :data:`SYNC_EVERY`) and at records; the cadence changes no result.
 
-    On the CPU each configuration is integrated alone, with one intra-op thread, so that its
-    bits do not depend on the batch (nothing is gained from batching there); on a GPU the
-    whole batch is one computation.
+    Called inside the torch session of the model's dispatch
+    (:func:`richlazy_cli.numerics.compute.placed`: one intra-op thread, deterministic
+    algorithms). On the CPU each configuration is integrated alone, so that its bits do not
+    depend on the batch (nothing is gained from batching there); on a GPU the whole batch is
+    one computation.
     """
-    B = V0.shape[0]
+    torch = import_torch()
+    B = problem.size
     sync_every = SYNC_EVERY if sync_every is None else sync_every
-    rec = np.zeros(a.shape, bool) if recoverable is None else np.asarray(recoverable, bool)
-    from ...numerics.compute import session
-
     if device != "cpu":
-        with session():  # deterministic algorithms
-            return _integrate(torch, V0, a, c, times, rtol, np.asarray(atol), r_floor,
-                              recovery, device, save_params, progress, early_stop, rec,
-                              settle_tol, sync_every)
-    with session():  # one intra-op thread, deterministic algorithms
+        out = _integrate(torch, problem, device, sync_every)
+    else:
         parts = []
+        progress = problem.progress
         for b in range(B):
             def part_progress(f: float, b: int = b) -> None:
                 if progress is not None:
                     progress((b + min(f, 1.0)) / B)
 
-            parts.append(_integrate(torch, V0[b:b + 1], a[b:b + 1], c, times, rtol,
-                                    np.asarray(atol)[b:b + 1], r_floor, recovery, "cpu",
-                                    save_params, part_progress, early_stop, rec[b:b + 1],
-                                    settle_tol, sync_every))
-    return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+            part = dataclasses.replace(
+                problem, V0=problem.V0[b:b + 1], a=problem.a[b:b + 1],
+                atol=np.asarray(problem.atol)[b:b + 1],
+                recoverable=problem.learnable[b:b + 1], progress=part_progress)
+            parts.append(_integrate(torch, part, "cpu", sync_every))
+        out = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+    out["njev"] = np.zeros(B, np.int64)
+    return out
 
 
-def _integrate(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: np.ndarray,
-               rtol: float, atol: np.ndarray, r_floor: float, recovery: float, device: str,
-               save_params: bool, progress: Callable[[float], None] | None, early_stop: bool,
-               recoverable: np.ndarray, settle_tol: float,
+def _integrate(torch: Any, problem: HermiteFlowProblem, device: str,
                sync_every: int) -> dict[str, np.ndarray]:
     """:func:`integrate_flow` of a batch as one computation on ``device``.
 
@@ -118,6 +115,11 @@ def _integrate(torch: Any, V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: 
     and overlaps to the host, which then, step by step in order, records the outputs that
     fall in each accepted step and locates each new recovery time within it.
     """
+    V0, a, c, times = problem.V0, problem.a, problem.c, problem.times
+    rtol, atol, r_floor = problem.rtol, np.asarray(problem.atol), problem.r_floor
+    recovery, save_params, progress = problem.recovery, problem.save_params, problem.progress
+    early_stop, recoverable, settle_tol = (problem.early_stop, problem.learnable,
+                                           problem.settle_tol)
     from ...errors import Status
 
     B, m, d = V0.shape

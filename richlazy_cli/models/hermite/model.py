@@ -35,7 +35,7 @@ One evaluation costs O(m² d + m P) (never Monte Carlo).
 * ``solve``: gradient flow ``V̇ = -∇L(V)`` in gradient-flow time ``t`` (no learning rate; one
   h4 task is recovered near ``t = 1/(8 a v̄²(0))``), integrated step by step by scipy's
   adaptive integrator (``method``: ``RK45``/``DOP853`` explicit, ``BDF``/``LSODA`` stiff with
-  the analytic Jacobian, see :func:`_integrate_flow` for when to use which; tolerance
+  the analytic Jacobian, see :func:`_integrate_one` for when to use which; tolerance
   ``rtol``, ``atol = 1e-3 rtol σ0/√d``) on the flattened ``V``, one configuration at a
   time so that its adaptive steps -- and so its result -- do not depend on the batch. Outputs on
   ``time`` = 0 and ``n_records`` log-spaced times over the ``decades`` decades below ``t_max``
@@ -46,7 +46,7 @@ One evaluation costs O(m² d + m P) (never Monte Carlo).
 * ``train``: online SGD, ``v_k ← v_k - lr · mean_i (f(x_i) - f*(x_i)) [2 v_k σ(z_ki) +
   r_k σ'(z_ki)(x_i - z_ki v̄_k)]`` with ``z_ki = ⟨v̄_k, x_i⟩`` and ``batch`` fresh samples per
   step from ``rng(seed, "sgd")`` (docs/hermite-sgd.md, eq. (2); Ren et al. 2025, §2.1), by the
-  compiled loop (``loop = "numba"``) or its bitwise-identical NumPy reference
+  compiled loop (implementation ``numba``) or its bitwise-identical NumPy reference
   (:mod:`._sgd`). Since the mean per-sample gradient is
   ``∇L``, SGD follows the flow in the rescaled time ``time = lr × step`` (a variable over
   ``(point, step)``, since ``lr`` is batchable). The *population* loss is reported at 0 and
@@ -90,9 +90,10 @@ from ...numerics.compute import Implementation
 from ...numerics.records import record_grid
 from ...params import Param
 from ..base import Batch, Model, Progress, register, rng, var
+from . import _sgd
+from ._flow import HermiteFlowProblem
 from ._poly import hermite_eval
 from ._population import R_FLOOR, population_loss_grad
-from ._sgd import run_online_sgd
 
 RECOVERY = 0.9
 """Recovery threshold on the squared overlap ``⟨v̄_k, e_p⟩²``."""
@@ -484,18 +485,35 @@ _SOLVERS: dict[str, type[OdeSolver]] = {"RK45": RK45, "DOP853": DOP853, "BDF": B
 STIFF_METHODS = ("BDF", "LSODA")
 
 
-def _integrate_flow(V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: np.ndarray,
-                    method: str, rtol: float, atol: float,
-                    record: Callable[[int, np.ndarray], None], t_rec: np.ndarray,
-                    progress: Callable[[float], None], early_stop: bool = False,
-                    recoverable: np.ndarray | None = None,
-                    winner: np.ndarray | None = None) -> dict[str, Any]:
-    """Integrate ``V̇ = -∇L(V)`` step by step (scipy's ``method``) over ``[0, times[-1]]``.
+def _integrate_flow(problem: HermiteFlowProblem) -> dict[str, np.ndarray]:
+    """Integrate ``V̇ = -∇L(V)`` of each configuration of ``problem`` alone, step by step
+    (scipy's ``problem.method``) over ``[0, times[-1]]``: the NumPy implementation of the
+    flow, whose adaptive steps -- and so whose results -- do not depend on the batch.
 
-    ``record(i, V(times[i]))`` is called from the solver's dense output; ``t_rec[p]`` receives
-    the first time ``max_k ⟨v̄_k, e_p⟩²`` reaches :data:`RECOVERY`, located by ``brentq`` on the
-    dense output of the step in which it happens (so it is accurate to the integrator's
-    tolerance, whatever the output grid), and ``winner[p]`` the argmax neuron there.
+    Returns the arrays of :meth:`HermiteFlowProblem.outputs`, filled by
+    :func:`_integrate_one`; ``problem.progress`` receives the fraction of the batch done.
+    """
+    out = problem.outputs()
+    B, times = problem.size, problem.times
+    for b in range(B):
+
+        def frac(t: float, b: int = b) -> None:
+            if problem.progress is not None:
+                problem.progress(min(1.0, (b + t / times[-1]) / B))
+
+        _integrate_one(problem, b, out, frac)
+    return out
+
+
+def _integrate_one(problem: HermiteFlowProblem, b: int, out: dict[str, np.ndarray],
+                   progress: Callable[[float], None]) -> None:
+    """Integrate configuration ``b`` of ``problem`` into its rows of ``out``.
+
+    The outputs at ``times`` are taken from the solver's dense output; ``t_recover[p]``
+    receives the first time ``max_k ⟨v̄_k, e_p⟩²`` reaches :data:`RECOVERY`, located by
+    ``brentq`` on the dense output of the step in which it happens (so it is accurate to the
+    integrator's tolerance, whatever the output grid), and ``winner[p]`` the argmax neuron
+    there.
 
     ``method``: the explicit RK45/DOP853 need one gradient per stage and nothing else; once a
     neuron has converged its restoring rate (≈ 8 a_p) bounds their step (about one time unit
@@ -513,14 +531,24 @@ def _integrate_flow(V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: np.ndar
     rule's) and the loss has settled,
     ``‖∇L‖² t ≤ SETTLE_TOL · L(0)`` (``dL/dt = −‖∇L‖²``: at this rate the loss would change by
     at most ``SETTLE_TOL · L(0)`` over the next doubling of time, one step of a log-time
-    axis). The remaining output times then receive the state at the stop. Returns status,
+    axis). The remaining output times then receive the state at the stop. Fills status,
     ``nfev`` (gradient evaluations, those of the stopping test included), ``njev`` and
     ``t_stop`` (where the integration ended).
     """
+    V0, a, c, times = problem.V0[b], problem.a[b], problem.c, problem.times
+    method = problem.method
     m, d = V0.shape
     P = a.shape[0]
+    t_rec, winner = out["t_recover"][b], out["winner"][b]
+    Vs = out.get("V")
     extra = 0
     L0 = population_loss_grad(V0, a, c, need_grad=False)[0]
+
+    def record(i: int, Vi: np.ndarray) -> None:
+        out["loss"][b, i] = population_loss_grad(Vi, a, c, need_grad=False)[0]
+        out["overlap"][b, i], out["norm"][b, i] = _overlap_stats(Vi, P)
+        if Vs is not None:
+            Vs[b, i] = Vi
 
     def rhs(t: float, y: np.ndarray) -> np.ndarray:
         g = population_loss_grad(y.reshape(m, d), a, c)[1]
@@ -533,25 +561,24 @@ def _integrate_flow(V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: np.ndar
     def cos2(y: np.ndarray) -> np.ndarray:
         Vy = y.reshape(m, d)
         r2 = np.einsum("kd,kd->k", Vy, Vy)
-        return Vy[:, :P] ** 2 / np.maximum(r2, _R_FLOOR**2)[:, None]
+        return Vy[:, :P] ** 2 / np.maximum(r2, problem.r_floor**2)[:, None]
 
     def best(y: np.ndarray) -> np.ndarray:
         return cos2(y).max(axis=0)
 
     solver_cls = _SOLVERS[method]
-    kwargs: dict[str, Any] = {"rtol": rtol, "atol": atol}
+    kwargs: dict[str, Any] = {"rtol": problem.rtol, "atol": problem.atol[b]}
     if method in STIFF_METHODS:
         kwargs["jac"] = jac
     solver = solver_cls(rhs, 0.0, V0.ravel().copy(), times[-1], **kwargs)
     record(0, V0)
     i = 1
     prev = best(solver.y)
-    t_rec[prev >= RECOVERY] = 0.0
-    if winner is not None:
-        winner[prev >= RECOVERY] = np.argmax(cos2(solver.y), axis=0)[prev >= RECOVERY]
+    t_rec[prev >= problem.recovery] = 0.0
+    winner[prev >= problem.recovery] = np.argmax(cos2(solver.y), axis=0)[prev >= problem.recovery]
     n_steps = 0
     status = Status.OK
-    need = recoverable if recoverable is not None else np.zeros(P, bool)
+    need = problem.learnable[b]
     with np.errstate(over="ignore", invalid="ignore"):
         while solver.status == "running" and i < len(times):
             solver.step()
@@ -566,27 +593,26 @@ def _integrate_flow(V0: np.ndarray, a: np.ndarray, c: np.ndarray, times: np.ndar
                        else dense(times[i]).reshape(m, d))
                 i += 1
             now = best(solver.y)
-            for p in np.flatnonzero(np.isnan(t_rec) & (now >= RECOVERY)):
+            for p in np.flatnonzero(np.isnan(t_rec) & (now >= problem.recovery)):
                 dense = dense or solver.dense_output()
-                t_rec[p] = brentq(lambda t, p=p, f=dense: best(f(t))[p] - RECOVERY,
+                t_rec[p] = brentq(lambda t, p=p, f=dense: best(f(t))[p] - problem.recovery,
                                   solver.t_old, solver.t, xtol=1e-12 * max(1.0, solver.t))
-                if winner is not None:
-                    winner[p] = int(np.argmax(cos2(dense(t_rec[p]))[:, p]))
+                winner[p] = int(np.argmax(cos2(dense(t_rec[p]))[:, p]))
             if n_steps % 200 == 0:
                 progress(solver.t)
-            if (early_stop and i < len(times)
+            if (problem.early_stop and i < len(times)
                     and np.count_nonzero(~np.isnan(t_rec)) >= np.count_nonzero(need)):
                 f = getattr(solver, "f", None)
                 if f is None:
                     f = rhs(solver.t, solver.y)
                     extra += 1
-                if float(f @ f) * solver.t <= SETTLE_TOL * L0:
+                if float(f @ f) * solver.t <= problem.settle_tol * L0:
                     while i < len(times):
                         record(i, solver.y.reshape(m, d))
                         i += 1
                     break
-    return {"status": status, "nfev": solver.nfev + extra, "njev": getattr(solver, "njev", 0),
-            "t_stop": solver.t}
+    out["status"][b], out["nfev"][b] = status, solver.nfev + extra
+    out["njev"][b], out["t_stop"][b] = getattr(solver, "njev", 0), solver.t
 
 
 def minibatch_grad(V: np.ndarray, x: np.ndarray, fstar: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -610,14 +636,23 @@ def minibatch_grad(V: np.ndarray, x: np.ndarray, fstar: np.ndarray, c: np.ndarra
 
 # -- the model --------------------------------------------------------------------------------
 IMPLEMENTATIONS: tuple[Implementation, ...] = (
-    Implementation("numba", "train: the compiled SGD loop", ("train",), tolerance=0.0),
+    Implementation("numba", "train: the compiled SGD loop", ("train",), tolerance=0.0,
+                   run="_train_numba"),
     Implementation("numpy", "the reference: solve with SciPy's integrators, train with the "
-                   "NumPy SGD loop", ("solve", "train"), reference=True),
+                   "NumPy SGD loop", ("solve", "train"), reference=True,
+                   run={"solve": "_solve_scipy", "train": "_train_numpy"}),
     Implementation("torch", "solve: the batch's flows at once on a device, Dormand-Prince "
                    "5(4)", ("solve",), devices=("cpu", "cuda"), methods=("RK45",),
-                   requires=("torch",), tolerance=1e-6),
+                   requires=("torch",), tolerance=1e-6, run="_solve_torch"),
 )
-"""Where hermite computes (docs/hermite.md): in this order of preference per action."""
+"""Where hermite computes (docs/hermite.md): in this order of preference per action. Each
+row names the method that computes on it (the model's dispatch calls it): the flow by
+:func:`_integrate_flow` or :func:`._torch.integrate_flow`, SGD by the compiled or the NumPy
+loop of :mod:`._sgd`."""
+SGD_WORK_PER_SAMPLE: dict[str, float] = {"numba": 4.0, "numpy": 60.0}
+"""The work of one sample of one SGD step per neuron and coordinate, by the implementation
+that trains (:meth:`Hermite._cost`): the NumPy loop's sequential sums cost fifteen times the
+compiled loop's."""
 
 
 @register
@@ -754,29 +789,34 @@ class Hermite(Model):
         return short
 
     @classmethod
-    def _cost(cls, values: Mapping[str, Any]) -> float:
-        """Flops-like estimate. solve: gradient evaluations of :func:`evaluation_work` each, the
-        integrator's evaluations (:func:`expected_evaluations`; the implicit BDF/LSODA ~7 per
-        unit of GF time) and one per output time (its loss and overlaps); train: O(batch·m·d)
-        per SGD step (:func:`expected_steps`). A configuration is a train one when its SGD
-        loop is set (train always resolves it; solve has none)."""
+    def _cost(cls, values: Mapping[str, Any], action: str) -> float:
+        """Flops-like estimate of ``action`` (which :meth:`Model.footprint` passes to a cost
+        that declares it). solve: gradient evaluations of
+        :func:`evaluation_work` each, the integrator's evaluations
+        (:func:`expected_evaluations`; the implicit BDF/LSODA ~7 per unit of GF time) and one
+        per output time (its loss and overlaps); train: O(batch·m·d) per SGD step
+        (:func:`expected_steps`), :data:`SGD_WORK_PER_SAMPLE` of the implementation that
+        trains."""
         m, d = values["m"], values["d"]
-        if values.get("loop") is None:  # solve
+        if action == "solve":
             if values.get("method", "RK45") in STABILITY_INTERVAL:
                 evaluations = expected_evaluations(values)
             else:
                 evaluations = 7.0 * float(values["t_max"])
             evaluations += int(values["n_records"]) + 1
             return evaluations * evaluation_work(m, d) * 1e-9
-        per_sample = 60.0 if values.get("implementation") == "numpy" else 4.0
+        impl = cls.implementation(values, action)
+        assert impl is not None
+        per_sample = SGD_WORK_PER_SAMPLE[impl.name]
         return float(expected_steps(values)) * values["batch"] * m * d * per_sample * 1e-9
 
     @classmethod
     def _result_cost(cls, values: Mapping[str, Any], data: xr.Dataset) -> float | None:
         """The cost (units of :meth:`_cost`) of the work a computed solve actually did: its
         counted gradient evaluations (``nfev``, summed over the points) and output times;
-        None for train. The dry run prices its probe by this (docs/estimates.md)."""
-        if values.get("loop") is not None or "nfev" not in data:
+        None for train, whose results count none. The dry run prices its probe by this
+        (docs/estimates.md)."""
+        if "nfev" not in data:
             return None
         m, d = values["m"], values["d"]
         points = int(data.sizes.get("point", 1))
@@ -872,73 +912,64 @@ class Hermite(Model):
         return out
 
     # -- gradient flow ----------------------------------------------------------------------
-    def solve(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+    def _solve_scipy(self, batch: Batch, progress: Progress | None,
+                     placement: compute.Placement) -> xr.Dataset:
+        """The flow by SciPy's integrators, one configuration at a time (the reference)."""
+        return self._solve(batch, progress, _integrate_flow)
+
+    def _solve_torch(self, batch: Batch, progress: Progress | None,
+                     placement: compute.Placement) -> xr.Dataset:
+        """The batch's flows on ``placement``'s device (:mod:`._torch`)."""
+        from ._torch import integrate_flow
+
+        return self._solve(batch, progress,
+                           lambda problem: integrate_flow(problem, placement.device))
+
+    def _solve(self, batch: Batch, progress: Progress | None,
+               integrate: Callable[[HermiteFlowProblem], dict[str, np.ndarray]]
+               ) -> xr.Dataset:
+        """The batch's :class:`HermiteFlowProblem`, integrated by ``integrate``, and the
+        dataset of its outputs with the greedy theory's beside them."""
         c, a, U0, sigma0 = self._setup(batch)
-        B, m, d, P = batch.size, batch["m"], batch["d"], batch["P"]
+        B, d, P = batch.size, batch["d"], batch["P"]
         times = log_times(batch["t_max"], batch["n_records"], batch["decades"])
-        T = len(times)
-        loss = np.full((B, T), np.nan)
-        overlap = np.full((B, T, P), np.nan)
-        norm = np.full((B, T, P), np.nan)
-        Vs = np.full((B, T, m, d), np.nan) if batch["save_params"] else None
-        status = np.zeros(B, np.int8)
-        nfev = np.zeros(B, np.int64)
-        njev = np.zeros(B, np.int64)
-        t_stop = np.zeros(B)
-        t_rec = np.full((B, P), np.nan)
-        winner = np.full((B, P), -1, np.int64)
         pairs = [greedy_pairs(U0[:, :P], a[b], c) for b in range(B)]
         t_th = np.stack([tp[0] for tp in pairs])
         w_th = np.stack([tp[1] for tp in pairs])
         atol = 1e-3 * batch["rtol"] * sigma0 / math.sqrt(d)
-        if batch["implementation"] == "torch":
-            from . import _torch as _hermite_torch
-
-            device = compute.resolve_device(batch["device"])
-            res = _hermite_torch.integrate_flow(
-                compute.import_torch(), sigma0[:, None, None] * U0[None], a, c, times,
-                batch["rtol"], atol, _R_FLOOR, RECOVERY, device, batch["save_params"], progress,
-                batch["early_stop"], np.isfinite(t_th), SETTLE_TOL)
-            loss, overlap, norm, t_rec = res["loss"], res["overlap"], res["norm"], res["t_recover"]
-            Vs, status, nfev, t_stop, winner = (res.get("V"), res["status"], res["nfev"],
-                                                res["t_stop"], res["winner"])
-        for b in range(B if batch["implementation"] == "numpy" else 0):
-
-            def record(i: int, Vi: np.ndarray, b: int = b) -> None:
-                loss[b, i] = population_loss_grad(Vi, a[b], c, need_grad=False)[0]
-                overlap[b, i], norm[b, i] = _overlap_stats(Vi, P)
-                if Vs is not None:
-                    Vs[b, i] = Vi
-
-            def frac(t: float, b: int = b) -> None:
-                if progress is not None:
-                    progress(min(1.0, (b + t / times[-1]) / B))
-
-            res = _integrate_flow(
-                sigma0[b] * U0, a[b], c, times, batch["method"], batch["rtol"], atol[b],
-                record, t_rec[b], frac,
-                early_stop=batch["early_stop"], recoverable=np.isfinite(t_th[b]),
-                winner=winner[b])
-            status[b], nfev[b], njev[b], t_stop[b] = (res["status"], res["nfev"], res["njev"],
-                                                      res["t_stop"])
+        res = integrate(HermiteFlowProblem(
+            V0=sigma0[:, None, None] * U0[None], a=a, c=c, times=times,
+            method=batch["method"], rtol=batch["rtol"], atol=atol, recovery=RECOVERY,
+            r_floor=_R_FLOOR, early_stop=batch["early_stop"], recoverable=np.isfinite(t_th),
+            settle_tol=SETTLE_TOL, save_params=batch["save_params"], progress=progress))
         if progress is not None:
             progress(1.0)
         loss_th = np.stack([idealised_loss(times, t_th[b], a[b], c) for b in range(B)])
         coord = var(("time",), times, "gradient-flow time t", "time")
-        extra = {"nfev": var(("point",), nfev, "right-hand-side (gradient) evaluations"),
-                 "njev": var(("point",), njev, "Jacobian evaluations (BDF, LSODA)"),
-                 "t_stop": var(("point",), t_stop, "time at which the integration ended "
+        extra = {"nfev": var(("point",), res["nfev"], "right-hand-side (gradient) evaluations"),
+                 "njev": var(("point",), res["njev"], "Jacobian evaluations (BDF, LSODA)"),
+                 "t_stop": var(("point",), res["t_stop"], "time at which the integration ended "
                                "(t_max unless early_stop or divergence); later output times "
                                "hold the state there", "time"),
-                 **self._winner_vars(winner, w_th, U0)}
-        ds = self._dataset(batch, "time", coord, loss, overlap, norm, t_rec, t_th, loss_th,
-                           status, Vs, extra)
-        if batch["implementation"] == "torch":
-            ds.attrs.update(compute.provenance(device))
-        return ds
+                 **self._winner_vars(res["winner"], w_th, U0)}
+        return self._dataset(batch, "time", coord, res["loss"], res["overlap"], res["norm"],
+                             res["t_recover"], t_th, loss_th, res["status"], res.get("V"),
+                             extra)
 
     # -- online SGD -------------------------------------------------------------------------
-    def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+    def _train_numba(self, batch: Batch, progress: Progress | None,
+                     placement: compute.Placement) -> xr.Dataset:
+        """Online SGD by the compiled loop (:mod:`._jit`)."""
+        return self._train(batch, progress, _sgd.compiled_blocks)
+
+    def _train_numpy(self, batch: Batch, progress: Progress | None,
+                     placement: compute.Placement) -> xr.Dataset:
+        """Online SGD by the NumPy loop (the compiled loop's bitwise-identical reference)."""
+        return self._train(batch, progress, _sgd.numpy_blocks)
+
+    def _train(self, batch: Batch, progress: Progress | None, blocks: _sgd.Blocks
+               ) -> xr.Dataset:
+        """Online SGD of the batch, its steps taken in ``blocks`` (:func:`._sgd.run_online_sgd`)."""
         c, a, U0, sigma0 = self._setup(batch)
         B, m, d, P = batch.size, batch["m"], batch["d"], batch["P"]
         lr = np.ascontiguousarray(batch.column("lr"), dtype=float)
@@ -959,10 +990,10 @@ class Hermite(Model):
             if Vs is not None:
                 Vs[b, i] = V[b]
 
-        res = run_online_sgd(V, np.ascontiguousarray(a), c, lr, batch["batch"], grid,
-                             rng(batch["seed"], "sgd"), np.isfinite(t_th),
-                             batch["stop_on_recovery"], batch["implementation"], _R_FLOOR, RECOVERY,
-                             record, progress)
+        res = _sgd.run_online_sgd(V, np.ascontiguousarray(a), c, lr, batch["batch"], grid,
+                                  rng(batch["seed"], "sgd"), np.isfinite(t_th),
+                                  batch["stop_on_recovery"], blocks, _R_FLOOR, RECOVERY,
+                                  record, progress)
         steps_rec = np.where(res["rec_step"] >= 0, res["rec_step"], np.nan)
         timev = lr[:, None] * grid[None, :].astype(float)
         t_rec = lr[:, None] * steps_rec

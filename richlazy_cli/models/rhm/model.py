@@ -212,9 +212,11 @@ class RHM(Model):
         return float(values_held * itemsize + P * (s**L + 1) * 8)
 
     # ------------------------------------------------------------------------------------------
-    def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+    def _train(self, batch: Batch, progress: Progress | None,
+               placement: compute.Placement) -> xr.Dataset:
+        """Train the batch on ``placement``'s device (the torch row's function)."""
         v = batch.values
-        device = compute.resolve_device(v["device"])
+        device = placement.device
         epochs = int(v["epochs"])
         ck = checkpoint_epochs(epochs, int(v["n_records"]))
         B = batch.size
@@ -222,25 +224,24 @@ class RHM(Model):
         n_train = np.zeros(B, dtype=np.int64)
         status = np.zeros(B, dtype=np.int8)
         problems: dict[int, _Problem] = {}
-        with compute.session():
-            for i in range(B):
-                seed = int(batch.point(i)["seed"])
-                if seed not in problems:
-                    problems[seed] = _Problem(v, seed)
-                n_train[i] = math.floor(float(batch.point(i)["train_fraction"])
-                                        * problems[seed].P)
-            done = 0
-            for group in training_groups(n_train, stackable(v, device)):
-                members = [batch.point(i) for i in group]
-                res, ok = _train_group([problems[int(p["seed"])] for p in members], v,
-                                       [float(p["alpha"]) for p in members],
-                                       int(n_train[group[0]]), ck, device)
-                for k in out:
-                    out[k][group] = res[k]
-                status[group] = np.where(ok, Status.OK, Status.DIVERGED)
-                done += len(group)
-                if progress is not None:
-                    progress(done / B)
+        for i in range(B):
+            seed = int(batch.point(i)["seed"])
+            if seed not in problems:
+                problems[seed] = _Problem(v, seed)
+            n_train[i] = math.floor(float(batch.point(i)["train_fraction"])
+                                    * problems[seed].P)
+        done = 0
+        for group in training_groups(n_train, stackable(v, device)):
+            members = [batch.point(i) for i in group]
+            res, ok = _train_group([problems[int(p["seed"])] for p in members], v,
+                                   [float(p["alpha"]) for p in members],
+                                   int(n_train[group[0]]), ck, device)
+            for k in out:
+                out[k][group] = res[k]
+            status[group] = np.where(ok, Status.OK, Status.DIVERGED)
+            done += len(group)
+            if progress is not None:
+                progress(done / B)
         P_ = ("point", "epoch")
         data = {
             "test_acc": var(P_, out["test_acc"], "test accuracy"),
@@ -254,8 +255,7 @@ class RHM(Model):
         for k in ("test_acc", "train_acc", "train_loss"):
             data[k].attrs["nan_meaning"] = "not reached: the configuration diverged earlier"
         attrs = {"P_max": int(next(iter(problems.values())).P) if problems else 0,
-                 "input_dim": int(v["s"] ** v["L"] * v["v"]),
-                 **compute.provenance(device)}
+                 "input_dim": int(v["s"] ** v["L"] * v["v"])}
         coords = {"epoch": var(("epoch",), ck, "training epoch (0: initialisation)", "epochs")}
         return xr.Dataset(data, coords=coords, attrs=attrs)
 

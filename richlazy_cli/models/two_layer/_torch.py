@@ -44,7 +44,6 @@ from typing import Any
 
 import numpy as np
 
-from ...numerics import compute
 from ...numerics.kernel_distance import kernel_distance
 
 _CHECKPOINT_BATCH_BYTES = 1 << 30
@@ -404,13 +403,15 @@ class TorchRun:
         return self.X, self.y, self.X_test, self.y_test
 
 
-def train(run: TorchRun, progress: Any = None) -> dict[str, np.ndarray]:
+def train(torch: Any, run: TorchRun, progress: Any = None) -> dict[str, np.ndarray]:
     """Train every configuration of ``run``; the checkpoint metrics as NumPy arrays
     ``(B, n_checkpoints)`` (NaN after divergence), ``status`` (B,) int8 and, with
-    ``save_params``, ``W`` (B, n_ck, h, d) and ``a`` (B, n_ck, h)."""
+    ``save_params``, ``W`` (B, n_ck, h, d) and ``a`` (B, n_ck, h). Called with the torch
+    module inside the model's torch session (one intra-op thread, deterministic algorithms:
+    :func:`richlazy_cli.numerics.compute.placed`)."""
     from ...errors import Status
 
-    with compute.session() as torch, torch.no_grad():  # one thread, deterministic algorithms
+    with torch.no_grad():
         return _train(torch, run, progress, Status)
 
 

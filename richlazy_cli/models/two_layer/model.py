@@ -90,14 +90,15 @@ def checkpoint_steps(steps: int, n_records: int, records: Any) -> np.ndarray:
 
 
 IMPLEMENTATIONS: tuple[Implementation, ...] = (
-    Implementation("numba", "the reference: compiled loop, BLAS", ("train",), reference=True),
+    Implementation("numba", "the reference: compiled loop, BLAS", ("train",), reference=True,
+                   run="_train_numpy"),
     Implementation("torch", "the whole batch as one computation, on a CPU or GPU", ("train",),
                    devices=("cpu", "cuda"), requires=("torch",), tolerance=1e-10,
-                   float32_tolerance=1e-5, batchable=("seed",)),
+                   float32_tolerance=1e-5, batchable=("seed",), run="_train_torch"),
     Implementation("torch-compiled", "the torch implementation with its step compiled by "
                    "torch.compile (CUDA graphs on a GPU); an eager step where compiling fails",
                    ("train",), devices=("cpu", "cuda"), requires=("torch",), tolerance=1e-10,
-                   float32_tolerance=1e-5, batchable=("seed",)),
+                   float32_tolerance=1e-5, batchable=("seed",), run="_train_compiled"),
 )
 """Where two-layer trains (docs/two-layer.md, "The torch backend"). On the CPU the torch row
 is bitwise across batching: every batched product whose kernel would change an item's bits
@@ -107,9 +108,8 @@ the compiled row, whose compiled passes are elementwise or reduce within one con
 (``batchable``): a batch holds several seeds' data sets, each seed's configurations
 multiplied with its own data (:class:`._torch.Blocks`), so that a whole job of
 several seeds trains in one chunk on a GPU; a configuration's bits on the CPU are those of
-its own seed's batch."""
-TORCH_ROWS = ("torch", "torch-compiled")
-"""The implementations that train with :mod:`._torch`."""
+its own seed's batch. Each row names the method that trains on it (the model's dispatch
+calls it)."""
 
 
 @register
@@ -271,8 +271,10 @@ class TwoLayer(Model):
         engine's headroom on a GPU covers (docs/performance.md, "Chunks on a GPU"). At the
         paper's size (d = 100, h = 50, n = 1000, n_test = 10⁴): 22 MB in float64, 11 MB in
         float32. None for the NumPy implementation, whose stored initial-kernel panels are
-        bounded per batch (:data:`_K0_STORE_BYTES`), not per configuration."""
-        if values.get("implementation") not in TORCH_ROWS:
+        bounded per batch (:data:`_K0_STORE_BYTES`), not per configuration (the row that
+        runs on the CPU only)."""
+        impl = cls.implementation(values, action)
+        if impl is None or not impl.on_devices:
             return None
         s = 8 if values["dtype"] == "float64" else 4
         d, h, n, n_test = (int(values[k]) for k in ("d", "h", "n", "n_test"))
@@ -286,13 +288,8 @@ class TwoLayer(Model):
         kern.jit()  # numba's compiled loop and the BLAS its products call (SciPy's)
 
     # ------------------------------------------------------------------------------------------
-    def train(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
-        """Train the batch on the implementation its ``implementation`` parameter names."""
-        if batch.values["implementation"] in TORCH_ROWS:
-            return self._train_torch(batch, progress)
-        return self._train_numpy(batch, progress)
-
-    def _train_numpy(self, batch: Batch, progress: Progress | None = None) -> xr.Dataset:
+    def _train_numpy(self, batch: Batch, progress: Progress | None,
+                     placement: compute.Placement) -> xr.Dataset:
         """Train the batch (see the module docstring) with one BLAS thread.
 
         One BLAS thread is not only fastest for these small products (n × d × h), it is
@@ -364,21 +361,33 @@ class TwoLayer(Model):
             progress(1.0)
         return metrics.dataset(ck, status, lr_eff, n, kern.alpha_of(tau, delta))
 
-    def _train_torch(self, batch: Batch, progress: Progress | None) -> xr.Dataset:
-        """The torch backend (:mod:`._torch`): same problem, initialisation,
-        step rule, divergence test and metrics as the NumPy backend. A batch of several
-        seeds trains as one, each seed's configurations on its own problem (teacher, data,
-        test set, base initialisation), ordered by seed on the device and given back in the
-        batch's order."""
+    def _train_torch(self, batch: Batch, progress: Progress | None,
+                     placement: compute.Placement) -> xr.Dataset:
+        """The torch implementation (:mod:`._torch`), its step run eagerly."""
+        return self._train_on_torch(batch, progress, placement, compiled=False)
+
+    def _train_compiled(self, batch: Batch, progress: Progress | None,
+                        placement: compute.Placement) -> xr.Dataset:
+        """The torch implementation with its step compiled by ``torch.compile``."""
+        return self._train_on_torch(batch, progress, placement, compiled=True)
+
+    def _train_on_torch(self, batch: Batch, progress: Progress | None,
+                        placement: compute.Placement, compiled: bool) -> xr.Dataset:
+        """The torch implementation (:mod:`._torch`) on ``placement``'s device: same
+        problem, initialisation, step rule, divergence test and metrics as the NumPy
+        implementation. A batch of several seeds trains as one, each seed's configurations
+        on its own problem (teacher, data, test set, base initialisation), ordered by seed
+        on the device and given back in the batch's order."""
         seeds = batch.column("seed").astype(np.int64)
         order = np.argsort(seeds, kind="stable")
         if np.array_equal(order, np.arange(batch.size)):
-            return self._train_torch_sorted(batch, seeds, progress)
-        ds = self._train_torch_sorted(_reordered(batch, order), seeds[order], progress)
+            return self._train_torch_sorted(batch, seeds, progress, placement, compiled)
+        ds = self._train_torch_sorted(_reordered(batch, order), seeds[order], progress,
+                                      placement, compiled)
         return ds.isel(point=np.argsort(order))
 
-    def _train_torch_sorted(self, batch: Batch, seeds: np.ndarray,
-                            progress: Progress | None) -> xr.Dataset:
+    def _train_torch_sorted(self, batch: Batch, seeds: np.ndarray, progress: Progress | None,
+                            placement: compute.Placement, compiled: bool) -> xr.Dataset:
         from . import _torch as tb
 
         v = batch.values
@@ -399,7 +408,7 @@ class TwoLayer(Model):
                        np.stack([probs[k].teacher_a for k in group]))
         geometry = _geometry(v, teacher, W0.astype(dtype).astype(np.float64),
                              a0.astype(dtype).astype(np.float64), leak, len(ck))
-        device = compute.resolve_device(str(v["device"]))
+        device = placement.device
         one = len(probs) == 1
 
         def data(name: str) -> np.ndarray:
@@ -408,13 +417,10 @@ class TwoLayer(Model):
         run = tb.TorchRun(data("X"), data("y"), data("X_test"), data("y_test"), W0, a0, leak,
                           lr_eff * 2.0 / n, steps, ck, DIVERGENCE_FACTOR, str(v["dtype"]),
                           device, bool(v["save_params"]), geometry.record_rows,
-                          compiled=v["implementation"] == "torch-compiled",
-                          group=None if one else group)
-        out = tb.train(run, progress)
-        ds = metrics_dataset(out, ck, out["status"], lr_eff, n, kern.alpha_of(tau, delta),
-                             bool(v["save_params"]), geometry)
-        ds.attrs.update(compute.provenance(device))
-        return ds
+                          compiled=compiled, group=None if one else group)
+        out = tb.train(placement.torch, run, progress)
+        return metrics_dataset(out, ck, out["status"], lr_eff, n, kern.alpha_of(tau, delta),
+                               bool(v["save_params"]), geometry)
 
 
 def _reordered(batch: Batch, order: np.ndarray) -> Batch:

@@ -21,6 +21,7 @@ from ...machine_kind import differences
 
 torch = pytest.importorskip("torch")
 from richlazy_cli.models.hermite import _torch as HT  # noqa: E402
+from richlazy_cli.models.hermite._flow import HermiteFlowProblem  # noqa: E402
 from richlazy_cli.numerics.solvers.runge_kutta import BatchedRK45  # noqa: E402
 
 EXACT = ("nfev", "winner", "status")
@@ -123,13 +124,17 @@ def count_syncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def flow(sync_every: int) -> dict[str, np.ndarray]:
     """A long flow with few records: 2 output times, one teacher."""
     from richlazy_cli.models.hermite import model as H
+    from richlazy_cli.numerics.compute import session
 
     m, d, P = 3, 6, 1
     U0 = H.initial_directions(0, m, d)
     c = H.hermite_coeffs(4, None)
-    return HT.integrate_flow(
-        torch, 0.05 * U0[None], H.teacher_weights(P, 1.0)[None], c, np.array([0.0, 400.0]),
-        1e-9, np.array([1e-13]), H._R_FLOOR, H.RECOVERY, "cpu", False, sync_every=sync_every)
+    problem = HermiteFlowProblem(
+        V0=0.05 * U0[None], a=H.teacher_weights(P, 1.0)[None], c=c,
+        times=np.array([0.0, 400.0]), method="RK45", rtol=1e-9, atol=np.array([1e-13]),
+        recovery=H.RECOVERY, r_floor=H._R_FLOOR)
+    with session():
+        return HT.integrate_flow(problem, "cpu", sync_every=sync_every)
 
 
 @pytest.mark.integration
@@ -166,12 +171,13 @@ def test_one_batch_on_the_device_path_takes_each_configurations_own_steps() -> N
     rec = np.isfinite(np.stack([H.greedy_recovery_times(U0[:, :P], a[b], c) for b in range(3)]))
     times = H.log_times(2000.0, 30, 4.0)
     atol = 1e-3 * 1e-7 * sigma0 / np.sqrt(d)
-    args = (torch, sigma0[:, None, None] * U0[None], a, c, times, 1e-7, atol, H._R_FLOOR,
-            H.RECOVERY)
-    alone = HT.integrate_flow(*args, "cpu", False, early_stop=True, recoverable=rec,
-                              settle_tol=H.SETTLE_TOL)
+    problem = HermiteFlowProblem(
+        V0=sigma0[:, None, None] * U0[None], a=a, c=c, times=times, method="RK45", rtol=1e-7,
+        atol=atol, recovery=H.RECOVERY, r_floor=H._R_FLOOR, early_stop=True, recoverable=rec,
+        settle_tol=H.SETTLE_TOL)
     with session():
-        batch = HT._integrate(*args, "cpu", False, None, True, rec, H.SETTLE_TOL, 5)
+        alone = HT.integrate_flow(problem, "cpu")
+        batch = HT._integrate(torch, problem, "cpu", 5)
     assert len(set(alone["nfev"].tolist())) == 3  # they end at different steps
     for key in ("nfev", "winner", "status"):
         assert np.array_equal(batch[key], alone[key]), key
