@@ -37,6 +37,7 @@ from .common import (
     SIGPIPE_STATUS,
     ClosedStdout,
     ConfigOpt,
+    EscapingStream,
     ForceOpt,
     JsonOpt,
     ModelArg,
@@ -557,6 +558,8 @@ def run(argv: list[str] | None = None) -> int:
     previous = interrupts.install()  # SIGINT and SIGTERM: engine/interrupts.py
     real_stdout, ClosedStdout.closed = sys.stdout, False
     sys.stdout = ClosedStdout(real_stdout)  # a closed pipe stops the command quietly (141)
+    real_stderr = sys.stderr
+    sys.stderr = EscapingStream(real_stderr)  # names that are not UTF-8 print as escapes
     set_argv(sys.argv[1:] if argv is None else argv)
     on_interrupt("nothing written")
     _wide_help()
@@ -576,7 +579,7 @@ def run(argv: list[str] | None = None) -> int:
             code = SIGPIPE_STATUS if code == ExitCode.OK else code
         return code
     finally:
-        sys.stdout = real_stdout
+        sys.stdout, sys.stderr = real_stdout, real_stderr
         interrupts.restore(previous)
         if not debug:
             if saved_env is None:

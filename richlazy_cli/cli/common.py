@@ -153,6 +153,31 @@ class StdoutClosed(KeyboardInterrupt):
         super().__init__("SIGPIPE")
 
 
+def escaped(text: str, stream: Any) -> str:
+    """``text`` with what ``stream``'s encoding cannot hold as backslash escapes: a name that
+    is not UTF-8 (a byte Python holds as ``\\udcXX``) prints as that escape, as Python's own
+    stderr prints it, never as a ``UnicodeEncodeError`` (docs/engine.md, "Hostile input")."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    return text.encode(encoding, "backslashreplace").decode(encoding)
+
+
+class EscapingStream:
+    """A text stream (stderr: :func:`.app.run`) that writes what its encoding cannot hold as
+    :func:`escaped` does, whatever its error handler (a test's capture is strict)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except UnicodeEncodeError:  # nothing was written: the text is encoded first
+            return self._stream.write(escaped(text, self._stream))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 class ClosedStdout:
     """``sys.stdout`` whose first write to a closed pipe raises :class:`StdoutClosed` once.
 
@@ -181,7 +206,10 @@ class ClosedStdout:
         if ClosedStdout.closed:
             return len(text)
         try:
-            return self._stream.write(text)
+            try:
+                return self._stream.write(text)
+            except UnicodeEncodeError:  # a strict locale's stdout: nothing was written
+                return self._stream.write(escaped(text, self._stream))
         except BrokenPipeError:
             self._broken()
             raise  # pragma: no cover - _broken raised

@@ -139,10 +139,42 @@ def is_cf_layout(ds: xr.Dataset) -> bool:
     return str(ds.attrs.get("Conventions", "")).startswith("CF-")
 
 
-def to_cf(ds: xr.Dataset) -> xr.Dataset:
-    """The file layout of an internal result (idempotent; see the module docstring)."""
-    if is_cf_layout(ds):
+def recordable(text: str) -> str:
+    """``text`` as a file's attribute can hold it (UTF-8), every character kept.
+
+    A byte of a name that is not UTF-8 (a file, folder or job file named in Latin-1) reaches
+    Python as a lone surrogate U+DC80-U+DCFF (``surrogateescape``, :func:`os.fsdecode`). Such a
+    character is written as its escape ``\\udcXX``, as the JSON attributes (``command``,
+    ``inputs``, ``richlazy_history``) write it: ``os.fsencode(json.loads(...))`` gives the bytes
+    back (docs/engine.md, "Hostile input").
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _recordable_attrs(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with every text attribute :func:`recordable` (a copy when one changes)."""
+    def clean(attrs: dict[Any, Any]) -> dict[Any, Any]:
+        return {k: recordable(v) if isinstance(v, str) else v for k, v in attrs.items()}
+
+    if all(recordable(v) is v for item in [ds, *ds.variables.values()]
+           for v in item.attrs.values() if isinstance(v, str)):
         return ds
+    out = ds.copy()
+    out.attrs = clean(out.attrs)
+    for item in out.variables.values():
+        item.attrs = clean(item.attrs)
+    return out
+
+
+def to_cf(ds: xr.Dataset) -> xr.Dataset:
+    """The file layout of an internal result (idempotent; see the module docstring); every
+    text attribute :func:`recordable`."""
+    if is_cf_layout(ds):
+        return _recordable_attrs(ds)
     out = ds.copy()
     renames = {k: v for k, v in RENAMES.items() if (k in out.dims or k in out.variables)
                and v not in out.variables and v not in out.dims}
@@ -181,7 +213,7 @@ def to_cf(ds: xr.Dataset) -> xr.Dataset:
         attrs["richlazy_history"] = history
         attrs["history"] = "\n".join([*lines, *extra])
     out.attrs = attrs
-    return out
+    return _recordable_attrs(out)
 
 
 def from_cf(ds: xr.Dataset) -> xr.Dataset:

@@ -343,8 +343,21 @@ class Shard:
         return f"{self.index}/{self.count}"
 
     def select(self, size: int) -> np.ndarray:
-        """The flat indices of this shard: a deterministic, balanced round-robin subset."""
-        return np.arange(self.index - 1, size, self.count)
+        """The flat indices of this shard: a deterministic, balanced round-robin subset
+        (``index - 1``, ``index - 1 + count``, ... below ``size``), as 64-bit integers
+        whatever the count (a count past the grid selects one point or none)."""
+        if self.index > size:
+            return np.zeros(0, dtype=np.int64)
+        return np.arange(self.index - 1, size, min(self.count, size), dtype=np.int64)
+
+    def check_fits(self, size: int, source: str = "") -> None:
+        """BadInput unless every one of the ``count`` shards has a point of a ``size``-point
+        grid: more shards than points is a mistake (``--shard 1/N`` with N of the wrong
+        grid, a SLURM array larger than the sweep), refused before any work."""
+        if self.count > size:
+            flag = f"--shard slurm ({source})" if source else f"--shard {self}"
+            raise BadInput(f"{flag}: {self.count} shards for a grid of {size} point"
+                           f"{'s' if size != 1 else ''}; give at most {size} shards")
 
 
 def parse_shard(text: str) -> Shard:
@@ -402,6 +415,8 @@ def describe_slurm_task(env: Mapping[str, str]) -> str:
     """``task ID of array MIN-MAX:STEP`` for the line that names a SLURM shard."""
     step = env.get("SLURM_ARRAY_TASK_STEP", "1")
     span = f"{env.get('SLURM_ARRAY_TASK_MIN')}-{env.get('SLURM_ARRAY_TASK_MAX')}"
+    if "SLURM_ARRAY_TASK_MAX" not in env:  # the count and the first id: the array SLURM set
+        span = f"{env.get('SLURM_ARRAY_TASK_COUNT')} tasks from {env.get('SLURM_ARRAY_TASK_MIN')}"
     job = env.get("SLURM_ARRAY_JOB_ID")
     return (f"SLURM array {'job ' + job + ' ' if job else ''}task {env.get('SLURM_ARRAY_TASK_ID')}"
             f" of {span}{':' + step if step != '1' else ''}")

@@ -153,6 +153,8 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
     if opts.continue_ and opts.resume:
         raise BadInput("--continue already resumes: give --continue or --resume, not both")
     out = Path(out)
+    if opts.shard is not None:  # before any array over the shard's points is built
+        opts.shard.check_fits(max(job.grid.size, 1), opts.shard_source)
     man = manifest(job, opts.shard)
     stamp_manifest(man, job)  # input files' SHA-256 and the sweep's fingerprint
     size = max(job.grid.size, 1)

@@ -219,7 +219,7 @@ def check_writable(path: Path, force: bool) -> None:
 def check_name_length(path: Path) -> None:
     """BadInput when ``path``'s name plus the longest suffix richlazy adds is too long."""
     folder = path.parent if str(path.parent) else Path(".")
-    longest = len(path.name.encode()) + len(".parts")
+    longest = len(os.fsencode(path.name)) + len(".parts")  # bytes, whatever the encoding
     if folder.is_dir() and longest > _name_max(folder):
         raise BadInput(
             f"{path.name[:40]}...: output name too long ({len(path.name)} characters; the "
