@@ -22,8 +22,9 @@ models call ``method`` is ``solution_method`` there, so that ``ds.sel(method=...
 mean two things.
 
 Bad input raises :class:`BadInput` (a ``ValueError``) with the command line's one-line
-message; a run whose points partly failed returns its dataset (``status`` says which) and
-warns.
+message; an argument of the wrong type is also a ``TypeError`` (:mod:`richlazy._arguments`,
+docs/api.md "Arguments"); Ctrl-C raises ``KeyboardInterrupt`` saying what was kept. A run
+whose points partly failed returns its dataset (``status`` says which) and warns.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any
 
 import xarray as xr
 
+from richlazy import _arguments
 from richlazy_cli import __version__
 from richlazy_cli.errors import BadInput, ExitCode
 
@@ -52,7 +54,9 @@ def _command(name: str, **given: Any) -> list[str]:
     return parts
 
 
-def _finish(outcome: Any, out: Path, keep: bool) -> xr.Dataset:
+def _finish(outcome: Any, out: Path, keep: bool, function: str = "sweep") -> xr.Dataset:
+    if outcome.exit_code == ExitCode.INTERRUPTED:
+        raise KeyboardInterrupt(_interrupted(outcome, out, keep, function))
     if outcome.exit_code not in (ExitCode.OK, ExitCode.FAILED_POINTS):
         raise BadInput(outcome.message or f"the run ended with exit code {int(outcome.exit_code)}")
     if outcome.exit_code == ExitCode.FAILED_POINTS:
@@ -65,9 +69,32 @@ def _finish(outcome: Any, out: Path, keep: bool) -> xr.Dataset:
     return ds
 
 
+def _interrupted(outcome: Any, out: Path, keep: bool, function: str) -> str:
+    """The message of the ``KeyboardInterrupt`` an interrupted run raises: what was kept
+    and how to resume (``resume=True``), or that nothing was (no ``output`` to resume)."""
+    from richlazy_cli.engine.parts import parts_path
+
+    head = str(outcome.message or "interrupted").split(":", 1)[0]  # interrupted (SIGINT)
+    counts = outcome.counts or {}
+    kept = int(counts.get("done", 0)) + int(counts.get("failed", 0))
+    parts = Path(parts_path(out))
+    if keep and parts.is_dir():
+        return (f"{head}: {kept} of {int(counts.get('total', 0))} points kept in {parts}; "
+                f"call richlazy.{function}(...) again with resume=True to finish")
+    if keep:
+        return f"{head}: nothing written to {out}"
+    return (f"{head}: nothing kept (no output was given; with output=... the finished "
+            f"points are kept for resume=True)")
+
+
 def _scratch(model: str, action: str) -> Path:
     folder = Path(tempfile.mkdtemp(prefix="richlazy-"))
     return folder / f"{model}-{action}.h5"
+
+
+def _drop_scratch(out: Path | str) -> None:
+    """Remove the scratch folder of ours (:func:`_scratch`) that holds ``out``."""
+    shutil.rmtree(Path(out).parent, ignore_errors=True)
 
 
 def sweep(
@@ -94,9 +121,11 @@ def sweep(
     (``worker_timeout``, ``fail_fast``, ``max_points``, ``max_bytes``, ``scheduler``) pass as
     keywords.
     """
-    request, keep, command = _sweep_request(
-        action, model, grid, params, config, output,
-        {"jobs": jobs, "chunk_size": chunk_size, "backend": backend, "shard": shard, **run})
+    request, keep, command = _sweep_request("sweep", action, model, grid, params, config,
+                                            output, {"jobs": jobs, "chunk_size": chunk_size,
+                                                     "backend": backend, "shard": shard,
+                                                     "force": force, "resume": resume,
+                                                     "quiet": quiet}, run)
 
     def warn(job: Any, out: Path, opts: Any) -> None:
         from richlazy_cli.engine.run import jobs_warning
@@ -104,20 +133,30 @@ def sweep(
         if (line := jobs_warning(opts)) is not None:
             warnings.warn(line, stacklevel=3)
 
-    _, out, outcome = run_sweep(request, command, before=warn, resume=resume, force=force,
-                                quiet=quiet)
-    return _finish(outcome, out, keep)
+    try:
+        _, out, outcome = run_sweep(request, command, before=warn, resume=resume, force=force,
+                                    quiet=quiet)
+        return _finish(outcome, out, keep)
+    except BaseException:  # no output to resume: no scratch left behind
+        if not keep:
+            _drop_scratch(request.run["output"])
+        raise
 
 
-def _sweep_request(action: str | None, model: str | None, grid: Mapping[str, Any] | None,
-                   params: Mapping[str, Any] | None, config: str | Path | None,
-                   output: str | Path | None, given_run: dict[str, Any]
+def _sweep_request(function: str, action: Any, model: Any, grid: Any, params: Any,
+                   config: Any, output: Any, flags: dict[str, Any], run: dict[str, Any]
                    ) -> tuple[Any, bool, list[str]]:
-    """The engine's request for :func:`sweep` and :func:`estimate`, whether the output is
-    the caller's to keep (``output``, else the job file's ``[run] output``; else a scratch
-    file of ours, :func:`_scratch`), and the provenance's command."""
+    """The engine's request for :func:`sweep` and :func:`estimate` (their arguments checked
+    first: :func:`._arguments.sweep_arguments`), whether the output is the caller's to keep
+    (``output``, else the job file's ``[run] output``; else a scratch file of ours,
+    :func:`_scratch`), and the provenance's command."""
     from richlazy_cli.engine.job import Request, read_job_file
 
+    checked = _arguments.sweep_arguments(function, action, model, grid, params, config,
+                                         output, flags, run)
+    action, model, grid, params = (checked["action"], checked["model"], checked["grid"],
+                                   checked["params"])
+    config, output, given_run = checked["config"], checked["output"], checked["run"]
     keep = output is not None
     if output is None and config is not None:
         keep = "output" in read_job_file(Path(config)).run
@@ -133,7 +172,7 @@ def _sweep_request(action: str | None, model: str | None, grid: Mapping[str, Any
                       {k: v for k, v in given_run.items() if v is not None},
                       values=dict(params or {}), grid_specs=dict(grid or {}))
     command = _command("sweep", action=action, model=model, grid=grid, params=params,
-                       config=config)
+                       config=None if config is None else str(config))
     return request, keep, command
 
 
@@ -157,9 +196,10 @@ def estimate(
     the command's JSON, :func:`dry_run_summary` (``plan``, ``estimate``, ``axes``,
     ``output_bytes``). The estimate times a probe of the run's own computation here, so it
     takes seconds (docs/estimates.md)."""
-    request, keep, command = _sweep_request(
-        action, model, grid, params, config, output,
-        {"jobs": jobs, "chunk_size": chunk_size, "backend": backend, "shard": shard, **run})
+    request, keep, command = _sweep_request("estimate", action, model, grid, params, config,
+                                            output, {"jobs": jobs, "chunk_size": chunk_size,
+                                                     "backend": backend, "shard": shard,
+                                                     "resume": resume}, run)
     try:
         job, _, outcome = run_sweep(request, command, resume=resume, dry_run=True,
                                     quiet=True)
@@ -216,17 +256,32 @@ def run_single(action: str, request: Any, output: str | Path | None, force: bool
     job = prepare_single(action, request)
     out = Path(output) if output is not None else _scratch(job.model.name, action)
     opts = RunOptions(jobs=1, use_parts=False, force=force, quiet=True)
-    return out, execute(job, out, opts, command)
+    try:
+        return out, execute(job, out, opts, command)
+    except BaseException:  # no output to keep: no scratch left behind
+        if output is None:
+            _drop_scratch(out)
+        raise
 
 
 def _single(action: str, model: str, params: Mapping[str, Any], config: str | Path | None,
             output: str | Path | None, force: bool) -> xr.Dataset:
     from richlazy_cli.engine.job import Request
 
-    request = Request(model=model, config=Path(config) if config else None, values=dict(params))
-    command = _command(action, model=model, params=dict(params), config=config)
+    _arguments.text_argument("model", model, optional=False)
+    config = _arguments.path_argument("config", config)
+    output = _arguments.path_argument("output", output)
+    _arguments.flag_argument("force", force)
+    request = Request(model=model, config=config, values=dict(params))
+    command = _command(action, model=model, params=dict(params),
+                       config=None if config is None else str(config))
     out, outcome = run_single(action, request, output, force, command)
-    return _finish(outcome, out, keep=output is not None)
+    try:
+        return _finish(outcome, out, keep=output is not None, function=action)
+    except BaseException:
+        if output is None:
+            _drop_scratch(out)
+        raise
 
 
 def solve(model: str, config: str | Path | None = None, output: str | Path | None = None,
@@ -247,7 +302,7 @@ def open(path: str | Path) -> xr.Dataset:
     from richlazy_cli.engine.cf import file_view
     from richlazy_cli.engine.store import as_grid, open_result
 
-    return file_view(as_grid(open_result(Path(path))))
+    return file_view(as_grid(open_result(_arguments.required_path("path", path))))
 
 
 def _internal(name: str | None) -> str | None:
@@ -274,7 +329,13 @@ def report(
     summary (``summary.json``). Names may be given in the file's layout or the models'."""
     from richlazy_cli.report import build_report
 
-    paths = [Path(inputs)] if isinstance(inputs, str | Path) else [Path(p) for p in inputs]
+    if isinstance(inputs, str | bytes) or hasattr(inputs, "__fspath__"):
+        paths = [_arguments.required_path("inputs", inputs)]
+    elif isinstance(inputs, Sequence):
+        paths = [_arguments.required_path("inputs", p) for p in inputs]
+    else:
+        raise _arguments.path_type_error("inputs", inputs)
+    output = _arguments.required_path("output", output)
     return build_report(
         paths, Path(output), kind=kind,
         variables=[str(_internal(v)) for v in variables] if variables else None,

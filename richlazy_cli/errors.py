@@ -22,6 +22,17 @@ class BadInput(ValueError):
     """Invalid user input. The message is one line meant for people."""
 
 
+class ArgumentTypeError(BadInput, TypeError):
+    """An argument of the Python API of the wrong type (``grid="delta=0,1"``, an unknown
+    keyword): a ``TypeError``, as Python's own for such a call, and a :class:`BadInput`, whose
+    one line names the argument and gives an example (docs/api.md)."""
+
+
+class ArgumentValueError(BadInput):
+    """An argument of the Python API of the right type that cannot be right (an empty path,
+    an empty list of grid values): a ``ValueError`` and a :class:`BadInput` (docs/api.md)."""
+
+
 class Busy(BadInput):
     """The output is locked by another run that is still going: try again later.
 
