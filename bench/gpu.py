@@ -217,7 +217,7 @@ def bench_fig1b(device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
     from richlazy_cli.models.two_layer.model import TwoLayer
 
     spec = job("fig1b-gpu" if gpu else "fig1b")
-    prm = {k: v for k, v in spec["params"].items() if k not in ("checkpoints",)}
+    prm = {k: v for k, v in spec["params"].items() if k not in ("records",)}
     B = 289 if gpu else 17
     taus, deltas = np.logspace(-1, 0.3, 17), np.linspace(-1, 1, 17)
     grid = [{"tau": float(t), "delta": float(dl), "seed": 100} for t in taus
@@ -236,13 +236,13 @@ def bench_fig1b(device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
                    for dtype in ("float64", "float32")]
     for impl, dtype, grid, s1, s2 in chunks:
         B = len(grid)
-        base = {k: x for k, x in prm.items() if k not in ("backend", "device")}
+        base = {k: x for k, x in prm.items() if k not in ("implementation", "device")}
         base.update(implementation=impl, dtype=dtype)
         if impl != "numba":
             base["device"] = device
 
         def run(steps: int, base: dict[str, Any] = base, grid: list[Any] = grid) -> float:
-            pts = [{**base, **g, "steps": steps, "checkpoints": [0, steps]} for g in grid]
+            pts = [{**base, **g, "steps": steps, "records": [0, steps]} for g in grid]
             return timed(TwoLayer, "train", pts, sync)
 
         if impl == "torch-compiled":
@@ -298,7 +298,7 @@ def bench_rhm(device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
     from richlazy_cli.models.rhm.model import RHM
 
     spec = job("rhm-alpha")
-    prm = {**spec["params"], "device": device, "n_checkpoints": 2}
+    prm = {**spec["params"], "device": device, "n_records": 2}
     fraction = float(np.logspace(-2.3, -0.4, 7)[3])
     G = 36 if gpu else 6
     pts = [{"alpha": a, "seed": s, "train_fraction": fraction}
@@ -325,14 +325,14 @@ def bench_cnn(name: str, device: str, gpu: bool, quick: bool, sync: Any) -> list
     from richlazy_cli.models.cnn.model import CNN
 
     spec = job(name)
-    prm = {**spec["params"], "device": device, "first_steps": 0, "checkpoints": [1],
+    prm = {**spec["params"], "device": device, "first_steps": 0, "records": [1],
            "probe_fraction": 0.01}
     s1, s2 = (1, 2) if quick else (2, 5)
     G = (8 if name == "cnn-digits-alpha" else 5) if gpu else 1  # make paper-gpu's chunks
 
     def run(epochs: int) -> float:
         return timed(CNN, "train", [{**prm, "alpha": a, "seed": 0, "epochs": epochs,
-                                     "checkpoints": [epochs]}
+                                     "records": [epochs]}
                                     for a in np.geomspace(0.1, 10, G)], sync)
 
     sec = per_step(run, s1, s2)
@@ -350,7 +350,7 @@ def bench_hermite(device: str, gpu: bool, quick: bool, sync: Any) -> list[Row]:
 
     spec = job("ren-fig2")
     prm = {**spec["params"], "implementation": "torch", "device": device,
-           "early_stop": False, "checkpoints": 2}
+           "early_stop": False, "n_records": 2}
     widths = [int(w) for w in str(spec["grid"]["m"]).split(",")]
     timed_widths = widths[:1] if quick and not gpu else widths[:3] if quick else widths
     rows: dict[int, Row] = {}

@@ -5,7 +5,7 @@ stop, and the projected wall time of jobs/ren-fig2.toml on this machine.
 Run: ``.venv/bin/python bench/hermite.py [--quick]``. Prints side by side:
 
 0. online-SGD steps per second at d = 64, m = 8, P = 1, batch 1: the compiled loop
-   (``loop = "numba"``) against the NumPy reference (target ≥ 10×);
+   (``implementation = "numba"``) against the NumPy reference (target ≥ 10×);
 0b. one task (P = 1, a = 1) at d = 256, m = 4, σ0 = 1e-2, t_max = 1e6 with ``early_stop``
    (measured) against without: the flow is integrated to t = 4000 and the evaluations and wall
    time of the rest are projected linearly from the last 2000 time units (the explicit
@@ -87,11 +87,11 @@ def run_one(action: str, **given: object):  # type: ignore[no-untyped-def]
 
 
 def bench_sgd_loops(quick: bool) -> None:
-    common = {"d": 64, "P": 1, "m": 8, "batch": 1, "checkpoints": 20, "seed": 0}
+    common = {"d": 64, "P": 1, "m": 8, "batch": 1, "n_records": 20, "seed": 0}
     run_one("train", **common, steps=100)  # compile (or load the cache)
     n_np, n_nb = (5_000, 100_000) if quick else (20_000, 1_000_000)
-    _, w_np = run_one("train", **common, steps=n_np, loop="numpy")
-    _, w_nb = run_one("train", **common, steps=n_nb, loop="numba")
+    _, w_np = run_one("train", **common, steps=n_np, implementation="numpy")
+    _, w_nb = run_one("train", **common, steps=n_nb, implementation="numba")
     print("online SGD at d=64, m=8, P=1, batch 1 (one configuration)")
     print(f"  {'':10s}{'steps':>10s}{'wall':>10s}{'steps/s':>12s}")
     print(f"  {'numpy':10s}{n_np:>10d}{w_np:>9.2f}s{n_np / w_np:>12.3g}")
@@ -100,7 +100,7 @@ def bench_sgd_loops(quick: bool) -> None:
 
 
 def bench_early_stop() -> None:
-    common = {"d": 256, "P": 1, "m": 4, "sigma0": 0.01, "seed": 0, "checkpoints": 100}
+    common = {"d": 256, "P": 1, "m": 4, "sigma0": 0.01, "seed": 0, "n_records": 100}
     early, w_early = run_one("solve", **common, t_max=1e6, early_stop=True)
     part1, w1 = run_one("solve", **common, t_max=2000.0)
     part2, w2 = run_one("solve", **common, t_max=4000.0)
@@ -157,7 +157,7 @@ def main() -> None:
         Z = float(np.sqrt(np.sum(np.arange(1, Ps + 1) ** -1.6)))
         tmax = round(3 * ds_ * Z * Ps**0.8 / 8)
         vals = Hermite.resolve("solve", {"d": ds_, "P": Ps, "m": ms, "t_max": float(tmax),
-                                         "checkpoints": 50, "sigma0": pj["sigma0"]})
+                                         "n_records": 50, "sigma0": pj["sigma0"]})
         t0 = time.perf_counter()
         with threadpool_limits(1):
             out = Hermite().solve(Batch.from_points(Hermite, [vals]))

@@ -31,7 +31,7 @@ import time
 from typing import Any
 
 RHM_SIZE = dict(L=3, width=64, batch=128, test_size=20000, train_fraction=0.05,
-                schedule="constant", n_checkpoints=2)
+                schedule="constant", n_records=2)
 CNN_SIZE = dict(batch=512, first_steps=0, probe_fraction=0.1)
 
 
@@ -47,7 +47,7 @@ def ours(model: str, epochs: int, seeds: list[int], stacked: bool = True) -> flo
         rhm.stackable = lambda v, device: False  # type: ignore[assignment]
 
     cls = get_model(model)
-    size = RHM_SIZE if model == "rhm" else {**CNN_SIZE, "checkpoints": [epochs]}
+    size = RHM_SIZE if model == "rhm" else {**CNN_SIZE, "records": [epochs]}
     pts = [cls.resolve("train", {**size, "epochs": epochs, "seed": s, "alpha": 1.0})
            for s in seeds]
     t = time.perf_counter()

@@ -63,7 +63,7 @@ from richlazy_cli.engine.store import write_result
 from richlazy_cli.models.base import Batch, get_model
 
 model = get_model("single-neuron")
-params = {{"method": "exact", "n_times": 101}}
+params = {{"method": "exact", "n_records": 101}}
 folder = Path({folder!r})
 
 
@@ -124,7 +124,7 @@ def overhead(points: int, folder: Path, repeats: int) -> tuple[float, float, flo
 def speedup(folder: Path) -> tuple[float, float]:
     """A CPU-bound sweep (two-layer GD, 32 configurations) with one worker, then two."""
     grid = [("seed", "range(2)"), ("tau", "logspace(-1,0.3,4)"), ("delta", "linspace(-1,1,4)")]
-    params = {"d": 50, "h": 50, "n": 500, "n_test": 500, "steps": 5000, "n_checkpoints": 5}
+    params = {"d": 50, "h": 50, "n": 500, "n_test": 500, "steps": 5000, "n_records": 5}
     times = []
     for jobs in (1, 2):
         job = Job.build("two-layer", "train", params, grid)
@@ -149,7 +149,7 @@ def hwm():  # peak resident set of this process image (ru_maxrss survives exec o
 from richlazy_cli.engine.job import Job
 from richlazy_cli.engine.run import RunOptions, execute
 base = hwm()
-job = Job.build("single-neuron", "solve", {{"method": "exact", "n_times": 201}},
+job = Job.build("single-neuron", "solve", {{"method": "exact", "n_records": 201}},
                 [("delta", "linspace(-4,4,125)"), ("eta_a", "linspace(0.5,2,160)")])
 execute(job, {out!r}, RunOptions(jobs=2, quiet=True), ["bench"])
 peak = hwm()
@@ -167,7 +167,7 @@ from richlazy_cli.engine.store import write_result
 
 folder = {folder!r}
 grid = [("delta", "linspace(-4,4,125)"), ("eta_a", "linspace(0.5,2,160)")]
-job = Job.build("single-neuron", "solve", {{"method": "exact", "n_times": 201}}, grid)
+job = Job.build("single-neuron", "solve", {{"method": "exact", "n_records": 201}}, grid)
 execute(job, folder + "/shard.h5", RunOptions(jobs=1, shard=Shard(1, 8), quiet=True), ["bench"])
 found = {{}}
 for name in ("memory", "shard"):
@@ -216,7 +216,7 @@ DRY_RUN_SCRIPT = """
 import json, resource, runpy, sys, time
 sys.path.insert(0, {root!r})
 sys.argv = ["richlazy", "sweep", "solve", "single-neuron", "-g", "delta=linspace(-1,1,{n})",
-            "-g", "eta_a=linspace(0.5,1,{n})", "-p", "n_times=3", "-p", "method=exact",
+            "-g", "eta_a=linspace(0.5,1,{n})", "-p", "n_records=3", "-p", "method=exact",
             "-o", {out!r}, "--dry-run", "-q"]
 start = time.perf_counter()
 try:

@@ -69,7 +69,7 @@ def grid(count: int) -> list[dict[str, float]]:
 def timed_train(points: list[dict[str, float]], steps: int, sync: Any = None,
                 **params: Any) -> float:
     values = [TwoLayer.resolve("train", {**PAPER, **params, **p, "steps": steps,
-                                         "checkpoints": [0, steps // 2, steps]})
+                                         "records": [0, steps // 2, steps]})
               for p in points]
     batch = Batch.from_points(TwoLayer, values)
     start = time.perf_counter()
@@ -112,11 +112,11 @@ def main() -> None:
     cpu_steps = (20, 60) if args.quick else (100, 300)
     with threadpool_limits(1):
         pts = grid(17)
-        step, fixed = per_step(pts, *cpu_steps, backend="numpy")
+        step, fixed = per_step(pts, *cpu_steps, implementation="numba")
         numpy_rate = len(pts) / step
         rows.append(("numpy, 1 core, float64, 17 configs", numpy_rate, step, fixed))
         rows.append(("numpy, 2 cores (2 x 1 core), float64", 2 * numpy_rate, step / 2, fixed))
-        step, fixed = per_step(pts, *cpu_steps, backend="torch", device="cpu")
+        step, fixed = per_step(pts, *cpu_steps, implementation="torch", device="cpu")
         rows.append(("torch cpu, 1 thread, float64, 17 configs", len(pts) / step, step, fixed))
     gpu = torch.cuda.is_available()
     projections = []
@@ -126,7 +126,7 @@ def main() -> None:
         pts = grid(289)
         for dtype in ("float64", "float32"):
             step, fixed = per_step(pts, *gpu_steps, sync=torch.cuda.synchronize,
-                                   backend="torch", device="cuda", dtype=dtype)
+                                   implementation="torch", device="cuda", dtype=dtype)
             rows.append((f"torch {name}, {dtype}, 289 configs", len(pts) / step, step, fixed))
             hours = FIG1B_SEEDS * (fixed + FIG1B_STEPS * step) / 3600
             projections.append((dtype, hours))
@@ -156,15 +156,15 @@ def agreement(torch: Any) -> None:
     pts = [{"tau": t, "delta": d} for t in (0.1, 1.0) for d in (-1.0, 0.0, 1.0)]
 
     def run(points: list[dict[str, float]], **kw: Any) -> Any:
-        values = [TwoLayer.resolve("train", {**PAPER, "steps": 200, "n_checkpoints": 8,
+        values = [TwoLayer.resolve("train", {**PAPER, "steps": 200, "n_records": 8,
                                              **kw, **p}) for p in points]
         return TwoLayer().train(Batch.from_points(TwoLayer, values))
 
     with threadpool_limits(1):
         ref = run(pts)
-    got = run(pts, backend="torch", device="cuda")
-    again = run(pts, backend="torch", device="cuda")
-    alone = run(pts[2:3], backend="torch", device="cuda")
+    got = run(pts, implementation="torch", device="cuda")
+    again = run(pts, implementation="torch", device="cuda")
+    alone = run(pts[2:3], implementation="torch", device="cuda")
     for name in names:
         r, g = ref[name].values, got[name].values
         rel = np.nanmax(np.abs(g - r) / np.maximum(np.abs(r), 1e-12))
@@ -191,9 +191,9 @@ def hermite_on_gpu(torch: Any, quick: bool, device: str = "cuda") -> None:
     from richlazy_cli.models.hermite import model as H
 
     small = dict(d=128, P=32, k=4, beta=0.8, sigma0=0.01, t_max=1000.0, decades=4.0,
-                 checkpoints=200, seed=0, early_stop=True)
+                 n_records=200, seed=0, early_stop=True)
     for m in (8, 32):
-        vals = [H.Hermite.resolve("solve", {**small, "m": m, "backend": b, "device": dev})
+        vals = [H.Hermite.resolve("solve", {**small, "m": m, "implementation": b, "device": dev})
                 for b, dev in (("numpy", "cpu"), ("torch", device))]
         ref, got = (H.Hermite().solve(Batch.from_points(H.Hermite, [v])) for v in vals)
         r, g = ref.t_recover.values, got.t_recover.values
@@ -211,7 +211,7 @@ def hermite_on_gpu(torch: Any, quick: bool, device: str = "cuda") -> None:
     for P in ((8,) if quick else (16, 32)):
         d, m = 8 * P, 2 * P
         v = H.Hermite.resolve("solve", dict(d=d, P=P, m=m, t_max=1e5, early_stop=True,
-                                            checkpoints=50, backend="torch", device=device))
+                                            n_records=50, implementation="torch", device=device))
         res = H.Hermite().solve(Batch.from_points(H.Hermite, [v]))
         rates.append(float(res.nfev.values[0]) / float(res.t_stop.values[0]))
         print(f"hermite GPU early stop, d = {d}, P = {P}, m = {m}: t_stop "
@@ -269,7 +269,7 @@ def seeds_side_by_side(rounds: int, quick: bool, per_seed: int = 8) -> None:
 
     def values(seeds: tuple[int, ...], n_steps: int) -> list[dict[str, Any]]:
         return [TwoLayer.resolve("train", {**PAPER, **p, "seed": seed, "steps": n_steps,
-                                           "checkpoints": [0, n_steps],
+                                           "records": [0, n_steps],
                                            "implementation": "torch", "device": "cpu"})
                 for seed in seeds for p in pts]
 
@@ -327,7 +327,7 @@ taus, deltas = np.logspace(-1, 0.3, 17), np.linspace(-1, 1, 17)
 points = [{"tau": float(taus[i]), "delta": float(deltas[8])} for i in range(17)]
 def timed(steps):
     values = [TwoLayer.resolve("train", {**paper, **p, "implementation": impl, "dtype": dtype,
-                                         "steps": steps, "checkpoints": [0, steps]})
+                                         "steps": steps, "records": [0, steps]})
               for p in points]
     wall, cpu = time.perf_counter(), time.thread_time()
     TwoLayer().train(Batch.from_points(TwoLayer, values))

@@ -109,7 +109,7 @@ def _model_run(tau: float, dtype: str, steps: int) -> float:
     from richlazy_cli.models.two_layer.model import TwoLayer
 
     pts = [TwoLayer.resolve("train", {"tau": tau, "delta": float(dl), "steps": steps,
-                                      "checkpoints": [0], "dtype": dtype, "n_test": 10})
+                                      "records": [0], "dtype": dtype, "n_test": 10})
            for dl in np.linspace(-1, 1, BATCH)]
     batch = Batch.from_points(TwoLayer, pts)
     t0 = CLOCK()

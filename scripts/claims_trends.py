@@ -107,7 +107,7 @@ def ren_width(out: Path, ds_: tuple[int, ...] = WIDTH_D, seeds: range = SEEDS,
                     continue
                 t0 = time.perf_counter()
                 ds = solve(d=d, P=P, m=m, beta=BETA, seed=seed, t_max=30.0 * d,
-                           checkpoints=200, early_stop=True, save_params=m < P)
+                           n_records=200, early_stop=True, save_params=m < P)
                 t_rec, t_th = ds["t_recover"].values, ds["t_recover_theory"].values
                 pred = hd.plateau_predictions(a, t_rec, t_th)
                 row = {"d": d, "m": m, "seed": seed, "L_end": float(ds["loss"].values[-1]),
@@ -243,7 +243,7 @@ def heavy_time(out: Path) -> None:
                     continue
                 t0 = time.perf_counter()
                 ds = solve(d=d, P=P, m=2 * P, beta=beta, seed=seed, t_max=1000.0,
-                           checkpoints=400, early_stop=True)
+                           n_records=400, early_stop=True)
                 ratio, lag = hd.time_law_lag(ds["time"].values, ds["loss"].values,
                                              ds["loss_theory"].values, HEAVY_LEVELS)
                 row = {"beta": beta, "d": d, "seed": seed, "ratio": ratio, "lag": lag,
@@ -433,7 +433,7 @@ def budget_tuned_seed(P: int, d: int, seed: int, steps: int) -> dict[str, Any]:
     lrs = [0.1 * a[q - 1] / d**2 for q in qs]
     t0 = time.perf_counter()
     values = [Hermite.resolve("train", {"d": d, "P": P, "m": 2 * P, "beta": BETA, "lr": lr,
-                                        "seed": seed, "steps": steps, "checkpoints": 200})
+                                        "seed": seed, "steps": steps, "n_records": 200})
               for lr in lrs]
     ds = Hermite().run("train", Batch.from_points(Hermite, values))
     n = ds["step"].values.astype(float)

@@ -21,12 +21,14 @@ from richlazy_cli.models.base import Batch, all_models
 from tests.machine_kind import write_fingerprint
 
 SKIP = {"elapsed"}
-VARIANTS: dict[str, tuple[dict[str, Any], ...]] = {
-    "two-layer": ({"backend": "torch"},),
-    "hermite": ({"backend": "torch"}, {"loop": "numpy"}),
+VARIANTS: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
+    "two-layer": (("+backend=torch", {"implementation": "torch"}),),
+    "hermite": (("+backend=torch", {"implementation": "torch"}),
+                ("+loop=numpy", {"implementation": "numpy"})),
 }
-"""Second implementations recorded too (on the CPU), under ``model/action/example+key=value``;
-a variant that does not apply to an action (BadInput) is skipped."""
+"""Second implementations recorded too (on the CPU), each under ``model/action/example`` and
+its tag (the reference's keys name the parameter that chose the implementation when it was
+recorded); a variant that does not apply to an action (BadInput) is skipped."""
 OUT = Path(__file__).parent / "data" / "contract_reference.npz"
 
 
@@ -38,13 +40,12 @@ def outputs() -> dict[str, np.ndarray]:
             continue
         for action in cls.actions:
             for i, example in enumerate(cls.examples[action]):
-                for variant in ({}, *VARIANTS.get(name, ())):
+                for tag, variant in (("", {}), *VARIANTS.get(name, ())):
                     try:
                         point = cls.resolve(action, {**example, **variant})
                     except BadInput:
                         continue
                     ds = cls().run(action, Batch.from_points(cls, [point]))
-                    tag = "".join(f"+{k}={v}" for k, v in variant.items())
                     for var, item in ds.data_vars.items():
                         data = np.asarray(item.values)
                         if var in SKIP or data.dtype.kind not in "fiucb":

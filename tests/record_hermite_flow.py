@@ -23,17 +23,17 @@ OUT = Path(__file__).parent / "data" / "hermite_flow.npz"
 VARIABLES = ("t_recover", "nfev", "t_stop", "winner", "status", "loss", "overlap", "norm")
 CASES: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {
     "early_stop": (dict(d=48, P=12, m=6, k=4, beta=0.8, sigma0=0.01, t_max=1000.0,
-                        checkpoints=60, seed=0, early_stop=True), [{}]),
-    "batch": (dict(d=12, P=3, m=4, t_max=40.0, checkpoints=12, save_params=True),
+                        n_records=60, seed=0, early_stop=True), [{}]),
+    "batch": (dict(d=12, P=3, m=4, t_max=40.0, n_records=12, save_params=True),
               [{"sigma0": 0.05}, {"sigma0": 0.02, "beta": 1.2}, {"sigma0": 0.1, "beta": 0.3}]),
-    "many_checkpoints": (dict(d=16, P=4, m=8, k=6, sigma0=0.3, t_max=300.0, checkpoints=400,
+    "many_checkpoints": (dict(d=16, P=4, m=8, k=6, sigma0=0.3, t_max=300.0, n_records=400,
                               seed=1), [{}]),
 }
 """Each case: the common values and the points of one batch (``implementation=torch``)."""
 
 
 def solve(common: dict[str, Any], points: list[dict[str, Any]], **extra: Any) -> Any:
-    values = [H.Hermite.resolve("solve", {**common, **p, "backend": "torch", **extra})
+    values = [H.Hermite.resolve("solve", {**common, **p, "implementation": "torch", **extra})
               for p in points]
     return H.Hermite().solve(Batch.from_points(H.Hermite, values))
 

@@ -575,11 +575,8 @@ def _choose(cls: type[Model], action: str, values: dict[str, Any]
     device = values.get("device")
     if device is not None and device != "auto" and device not in impl.devices:
         on = [i.name for i in table if device in i.devices and action in i.actions]
-        hint = "".join(
-            f" ({alias} = {value})" for alias, mapping in aliases.items()
-            for value, names in mapping.items() if on and names == (on[0],))
         raise BadInput(f"parameter device: {device} needs implementation "
-                       f"{' or '.join(on) or '(none)'}{hint}; {impl.name} runs on the cpu")
+                       f"{' or '.join(on) or '(none)'}; {impl.name} runs on the cpu")
     if any(p.name == "implementation" for p in cls.params):  # a one-row table: none
         values["implementation"] = impl.name
     for alias, mapping in aliases.items():

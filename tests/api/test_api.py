@@ -44,11 +44,11 @@ def test_sweep_of_a_job_file_equals_the_cli_bitwise(tmp_path, cli) -> None:
 def test_sweep_with_python_values_equals_the_cli(tmp_path, cli) -> None:
     out = tmp_path / "g.h5"
     args = ["sweep", "solve", "single-neuron", "-g", "delta=linspace(-1,1,3)", "-g",
-            "t_max=5,10", "-p", "beta0=1,0.5", "-p", "n_times=21", "-o", out, "-q"]
+            "t_max=5,10", "-p", "beta0=1,0.5", "-p", "n_records=21", "-o", out, "-q"]
     assert cli(*args).code == 0
     ds = richlazy.sweep("solve", "single-neuron",
                         grid={"delta": "linspace(-1,1,3)", "t_max": [5, 10]},
-                        params={"beta0": [1.0, 0.5], "n_times": 21},
+                        params={"beta0": [1.0, 0.5], "n_records": 21},
                         output=tmp_path / "api.h5")
     assert (tmp_path / "api.h5").exists()
     _same_data(richlazy.open(out), ds)
@@ -104,7 +104,7 @@ def test_bad_input_raises_the_cli_line() -> None:
 
 
 def test_open_gives_a_shard_file_as_a_grid(tmp_path, cli) -> None:
-    grid = ["-g", "delta=-1,0,1,2", "-p", "n_times=5"]
+    grid = ["-g", "delta=-1,0,1,2", "-p", "n_records=5"]
     full = tmp_path / "full.h5"
     assert cli("sweep", "solve", "single-neuron", *grid, "-o", full, "-q").code == 0
     part = tmp_path / "s1.h5"
@@ -121,7 +121,7 @@ def test_open_gives_a_shard_file_as_a_grid(tmp_path, cli) -> None:
 
 def test_report_returns_the_summary(tmp_path) -> None:
     ds = richlazy.sweep("solve", "single-neuron", grid={"delta": "-1,1"},
-                        params={"n_times": 11}, output=tmp_path / "r.h5")
+                        params={"n_records": 11}, output=tmp_path / "r.h5")
     assert ds.sizes["delta"] == 2
     summary = richlazy.report(tmp_path / "r.h5", tmp_path / "rep", kind="theory",
                               variables=["a"], at={"delta": -1})

@@ -33,7 +33,7 @@ def run(action: str, **given: object) -> xr.Dataset:
 
 def theory_time(d: int, seed: int) -> float:
     return float(run("solve", d=d, P=1, m=4, seed=seed, t_max=1.0,
-                     checkpoints=2)["t_recover_theory"][0])
+                     n_records=2)["t_recover_theory"][0])
 
 
 # -- online SGD: the sample count n ∝ d^{k*-1} (docs/hermite-sgd.md §2) -----------------------
@@ -49,7 +49,7 @@ def test_sample_complexity_exponent_small_d() -> None:
         for seed in range(8):
             lr = 0.1 / d**2
             ds = run("train", d=d, P=1, m=4, seed=seed, lr=lr,
-                     steps=math.ceil(3 * theory_time(d, seed) / lr), checkpoints=20,
+                     steps=math.ceil(3 * theory_time(d, seed) / lr), n_records=20,
                      stop_on_recovery=True)
             row.append(float(ds["steps_recover"].values[0]))
         steps.append(row)
@@ -69,14 +69,14 @@ def theorem_2_1_check(d: int, seed: int) -> dict[str, object]:
     nothing). Returns the measured quantities; the callers assert."""
     a = np.array([0.8, 0.45, 0.3, 0.2])
     m, lr = 8, 0.01 * 0.2 / d**2
-    gf = run("solve", d=d, P=4, m=m, a=list(a), seed=seed, t_max=400.0, checkpoints=200,
+    gf = run("solve", d=d, P=4, m=m, a=list(a), seed=seed, t_max=400.0, n_records=200,
              early_stop=True)
     t_hat, t_gf = gf["t_recover_theory"].values, gf["t_recover"].values
     clean = t_gf <= 1.5 * t_hat
     tau = np.array([hd.norm_phase(float(x), 1e-2) for x in a])
     horizon = 1.5 * float(np.max((t_gf + 2 * tau)[clean]))
     sgd = run("train", d=d, P=4, m=m, a=list(a), seed=seed, lr=lr,
-              steps=math.ceil(horizon / lr), checkpoints=300, save_params=True)
+              steps=math.ceil(horizon / lr), n_records=300, save_params=True)
     t_sgd = sgd["t_recover"].values
     time = sgd["time"].values
     V = sgd["v"].values
@@ -135,7 +135,7 @@ def test_plateau_is_the_tail_of_the_recovered_tasks() -> None:
       greedy rule failed (docs/claims.md §Ren width law)."""
     out = {}
     for beta in (0.2, 0.8):
-        ds = run("solve", d=128, P=32, m=16, beta=beta, t_max=1000.0, checkpoints=60,
+        ds = run("solve", d=128, P=32, m=16, beta=beta, t_max=1000.0, n_records=60,
                  early_stop=True)
         a = teacher_weights(32, beta)
         pred = hd.plateau_predictions(a, ds["t_recover"].values,
@@ -166,7 +166,7 @@ def test_time_law_and_co_learning_on_a_small_flow_family() -> None:
       is never learned (docs/claims.md §Ren width law).
     """
     a = teacher_weights(32, 0.8)
-    runs = {m: run("solve", d=128, P=32, m=m, beta=0.8, t_max=4000.0, checkpoints=200,
+    runs = {m: run("solve", d=128, P=32, m=m, beta=0.8, t_max=4000.0, n_records=200,
                    early_stop=True, save_params=m == 8) for m in (8, 16, 64)}
     for m in (8, 16):
         ds = runs[m]
@@ -195,7 +195,7 @@ def test_budget_tuned_envelope_beats_the_stable_step_one_seed() -> None:
     a = teacher_weights(P, 0.8)
     lrs = [0.1 * a[q - 1] / d**2 for q in (1, 2, 4, 8)]
     ds = run_batch("train", [{"d": d, "P": P, "m": 16, "beta": 0.8, "lr": lr, "seed": 0,
-                              "steps": 1_200_000, "checkpoints": 200} for lr in lrs])
+                              "steps": 1_200_000, "n_records": 200} for lr in lrs])
     n = ds["step"].values.astype(float)
     L = ds["loss"].values
     Lu, Ls = np.min(L, axis=0), L[3]
@@ -271,7 +271,7 @@ def test_prop_2_2a_slope_moves_toward_beta_with_d() -> None:
         slopes = []
         for seed in range(4):
             ds = run("solve", d=d, P=32, m=64, beta=0.8, seed=seed, t_max=30.0 * d,
-                     checkpoints=200, early_stop=True)
+                     n_records=200, early_stop=True)
             slopes.append(emergence_order_fit(ds["t_recover"].values,
                                               ds["winner_overlap0"].values, (2, 32))["slope"])
         fits[d] = _bootstrap_mean(np.array(slopes))
@@ -327,7 +327,7 @@ def xor_run(lr: float, steps: int, seed: int) -> xr.Dataset:
 
     values = [TwoLayer.resolve("train", {
         "tau": t, "delta": dl, "d": 2, "h": 50, "k": 3, "n": 40, "n_test": 720, "lr": lr,
-        "data": "xor", "xor_labels": "smooth", "steps": steps, "n_checkpoints": 300,
+        "data": "xor", "xor_labels": "smooth", "steps": steps, "n_records": 300,
         "seed": seed}) for t, dl in XOR_CONFIGS.values()]
     return TwoLayer().train(Batch.from_points(TwoLayer, values))
 
@@ -381,7 +381,7 @@ def heavy_time_law(d: int, seeds: range, beta: float = 0.2) -> tuple[np.ndarray,
     out = []
     for seed in seeds:
         ds = run("solve", d=d, P=32, m=64, beta=beta, seed=seed, t_max=1000.0,
-                 checkpoints=400, early_stop=True)
+                 n_records=400, early_stop=True)
         out.append(hd.time_law_lag(ds["time"].values, ds["loss"].values,
                                    ds["loss_theory"].values, (0.4, 0.3, 0.2, 0.1)))
     v = np.array(out)

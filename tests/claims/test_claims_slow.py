@@ -150,7 +150,7 @@ def _greedy_recovered(d: int, seed: int) -> float:
     fr = []
     for m in (4, 8, 16):
         ds = run("solve", d=d, P=32, m=m, beta=0.8, seed=seed, t_max=30.0 * d,
-                 checkpoints=200, early_stop=True)
+                 n_records=200, early_stop=True)
         t_rec, t_th = ds["t_recover"].values, ds["t_recover_theory"].values
         fr.append(float(np.mean(np.isfinite(t_rec[np.isfinite(t_th)]))))
     return float(np.mean(fr))

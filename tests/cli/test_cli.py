@@ -37,7 +37,7 @@ def test_version_and_models(cli) -> None:
 
 def test_single_solve_writes_labelled_file_with_provenance(tmp_path, cli, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    result = cli("solve", "single-neuron", "-p", "delta=1", "-p", "n_times=11")
+    result = cli("solve", "single-neuron", "-p", "delta=1", "-p", "n_records=11")
     assert result.code == 0, result.err
     path = Path(result.out.strip())
     assert path.parent == Path("results") and path.name.startswith("single-neuron-solve-")
@@ -80,7 +80,7 @@ def test_job_file_for_single_run(tmp_path, cli) -> None:
         'action = "solve"\nmodel = "single-neuron"\n[params]\ndelta = -1.0\nbeta0 = [1.0, 0.5]\n'
     )
     out = tmp_path / "j.h5"
-    result = cli("solve", "-c", job, "-p", "n_times=5", "-o", out, "-q")
+    result = cli("solve", "-c", job, "-p", "n_records=5", "-o", out, "-q")
     assert result.code == 0, result.err
     with xr.open_dataset(out, engine="h5netcdf") as ds:
         params = json.loads(ds.attrs["params"])
@@ -94,7 +94,7 @@ BAD_SOLVES = {
     "vector of wrong length": ["single-neuron", "-p", "beta0=1,2,3"],
     "beta0 = 0 with delta <= 0": ["single-neuron", "-p", "beta0=0,0", "-p", "delta=-1"],
     "t_max <= 0": ["single-neuron", "-p", "t_max=0"],
-    "n_times < 2": ["single-neuron", "-p", "n_times=1"],
+    "n_records < 2": ["single-neuron", "-p", "n_records=1"],
     "NaN": ["single-neuron", "-p", "delta=nan"],
     "X and y of mismatched shapes": ["single-neuron", "-p", "X=[[1,0],[0,1]]", "-p", "y=1,2,3"],
     "exact with non-whitened X": [
@@ -190,7 +190,7 @@ def test_swept_parameter_that_moves_a_model_coordinate(tmp_path, cli) -> None:
             "-g",
             "t_max=10,20",
             "-p",
-            "n_times=11",
+            "n_records=11",
             "-o",
             out,
             "-q",
@@ -208,12 +208,11 @@ def test_swept_parameter_that_moves_a_model_coordinate(tmp_path, cli) -> None:
 
 
 def test_swept_parameter_that_changes_a_dimension_length_is_padded(tmp_path, cli) -> None:
-    """n_times = 11, 21: every variable over time is laid out at 21 times, NaN beyond a
+    """n_records = 11, 21: every variable over time is laid out at 21 times, NaN beyond a
     point's own, with a ``padding`` attribute; the times are kept per point in time_values
-    (docs/engine.md, "Grids that change an output's shape"). ``n_times`` is the older name of
-    ``n_records``, the name the grid dimension takes (docs/engine.md, "Records")."""
+    (docs/engine.md, "Grids that change an output's shape"; "Records")."""
     out = tmp_path / "nt.h5"
-    result = cli("sweep", "solve", "single-neuron", "-g", "n_times=11,21", "--jobs", "1",
+    result = cli("sweep", "solve", "single-neuron", "-g", "n_records=11,21", "--jobs", "1",
                  "-q", "-o", out)
     assert result.code == 0, result.err
     with xr.open_dataset(out, engine="h5netcdf") as ds:

@@ -85,7 +85,7 @@ def test_models_name_shows_outputs_and_docs_page(cli) -> None:
 def test_dry_run_shows_each_axis_first_last_and_count(tmp_path, cli) -> None:
     """``logspace(0.1,10,5)`` meant as 0.1 ... 10 shows as 1.259 ... 1e+10 at once."""
     args = ["sweep", "solve", "single-neuron", "-g", "t_max=logspace(0.1,10,5)",
-            "-g", "delta=linspace(-1,1,3)", "-p", "n_times=11", "-o", tmp_path / "d.h5",
+            "-g", "delta=linspace(-1,1,3)", "-p", "n_records=11", "-o", tmp_path / "d.h5",
             "--dry-run"]
     result = cli(*args)
     assert result.code == 0, result.err

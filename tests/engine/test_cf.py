@@ -39,7 +39,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
         "lin": folder / "lin.h5",
     }
     assert run(["sweep", "solve", "single-neuron", "-g", "delta=-1,0,1", "-p", "beta0=1,0.5",
-                "-p", "n_times=11", "-o", str(out["sn"]), "-q", "--jobs", "1"]) == 0
+                "-p", "n_records=11", "-o", str(out["sn"]), "-q", "--jobs", "1"]) == 0
     assert run(["train", "two-layer", "-p", "d=3", "-p", "h=8", "-p", "n=10", "-p", "steps=50",
                 "-p", "n_test=20", "-o", str(out["two"]), "-q"]) == 0
     from richlazy_cli.models.base import get_model

@@ -194,7 +194,7 @@ def test_hermite_solve_cost_prices_the_flow_alone() -> None:
     solve = _values("hermite", d=32, P=4, m=8, t_max=300.0)
     assert Hermite._cost(solve, "solve") == Hermite._cost({**solve, "steps": 10 * solve["steps"]},
                                                           "solve")
-    train = _values("hermite", d=32, P=4, m=8, lr=1e-3, loop="numba", implementation="numba")
+    train = _values("hermite", d=32, P=4, m=8, lr=1e-3, implementation="numba")
     assert Hermite._cost(train, "train") == Hermite._cost({**train, "t_max": 10 * train["t_max"]},
                                                           "train")
 
@@ -203,7 +203,7 @@ def _solve(**given: object) -> tuple[dict[str, object], object]:
     from richlazy_cli.engine.job import Job
     from richlazy_cli.models.base import Batch
 
-    job = Job.build("hermite", "solve", {"checkpoints": 20, **given})
+    job = Job.build("hermite", "solve", {"n_records": 20, **given})
     values = job.values(0)
     return values, job.model().solve(Batch.from_points(job.model, [values]))
 
@@ -233,7 +233,7 @@ def test_hermite_result_cost_counts_the_evaluations_done() -> None:
     assert nfev > 0
     assert Hermite._result_cost(values, ds) == pytest.approx(
         (nfev + 21) * (8 * 8 * 32 + 160 * 8 * 32 + 1.3e6) * 1e-9)
-    train = _values("hermite", d=32, P=4, m=8, lr=1e-3, loop="numba")
+    train = _values("hermite", d=32, P=4, m=8, lr=1e-3, implementation="numba")
     assert Hermite._result_cost(train, ds) is None
 
 

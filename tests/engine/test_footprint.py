@@ -83,7 +83,7 @@ def test_max_bytes_raises_or_lowers_the_limit(tmp_path, toy_env, cli) -> None:
     [
         ("toy", ["-g", "slope=linspace(0,1,6)", "-g", "seed=range(2)"], ["-p", "steps=50"]),
         ("single-neuron", ["-g", "delta=linspace(-1,1,5)", "-g", "eta_a=0.5,1"],
-         ["-p", "n_times=30", "-p", "method=exact"]),
+         ["-p", "n_records=30", "-p", "method=exact"]),
         ("diagonal", ["-g", "alpha=0.1,1"], []),
         # declares nothing: measured on the probe
         ("undeclared toy", ["-g", "slope=linspace(0,1,6)"], ["-p", "steps=50"]),
@@ -94,7 +94,7 @@ def test_the_estimate_matches_the_data_of_a_real_sweep(tmp_path, toy_env, cli, m
     declared = model != "undeclared toy"
     if not declared:
         model = "toy"
-        monkeypatch.setattr(all_models()[model], "output_bytes",
+        monkeypatch.setattr(all_models()[model], "_output_bytes",
                             classmethod(lambda cls, action, values: None))
     action = "train" if model == "diagonal" else "solve"
     out = tmp_path / "r.h5"
@@ -147,37 +147,37 @@ _DIAGONAL = {"d": 6, "N": 3, "r": 2, "alpha": 0.1, "tol": 1e-4, "t_max": 10.0,
 @pytest.mark.parametrize(
     ("name", "action", "given"),
     [
-        ("two-layer", "train", {**_TWO_LAYER, "n_checkpoints": 3}),
-        ("two-layer", "train", {**_TWO_LAYER, "n_checkpoints": 9, "d": 4, "h": 4, "k": 3,
+        ("two-layer", "train", {**_TWO_LAYER, "n_records": 3}),
+        ("two-layer", "train", {**_TWO_LAYER, "n_records": 9, "d": 4, "h": 4, "k": 3,
                                 "save_params": True}),
-        ("two-layer", "train", {**_TWO_LAYER, "checkpoints": [0, 2, 2, 5], "h": 3,
+        ("two-layer", "train", {**_TWO_LAYER, "records": [0, 2, 2, 5], "h": 3,
                                 "symmetrize": False, "save_params": True}),
         ("two-layer", "train", {**_TWO_LAYER, "steps": 0, "d": 2}),
-        ("two-layer", "train", {**_TWO_LAYER, "d": 2, "data": "xor", "n_checkpoints": 5,
+        ("two-layer", "train", {**_TWO_LAYER, "d": 2, "data": "xor", "n_records": 5,
                                 "save_surface": True, "save_params": True}),
         ("two-layer", "train", {**_TWO_LAYER, "d": 2, "k": 4, "save_surface": True,
                                 "dtype": "float32"}),
         ("two-layer", "train", {**_TWO_LAYER, "d": 2, "data": "npz", "file": True,
-                                "n_checkpoints": 4}),
+                                "n_records": 4}),
         ("two-layer", "train", {**_TWO_LAYER, "data": "npz", "file": True,
-                                "save_params": True, "backend": "torch"}),
-        ("linear", "solve", {**_LINEAR, "n_times": 3}),
-        ("linear", "solve", {**_LINEAR, "n_times": 4, "c": 2, "h": 1, "delta": 0.5}),
-        ("linear", "solve", {**_LINEAR, "n_times": 2, "depth": 3, "c": 4, "init": "gaussian"}),
-        ("linear", "solve", {**_LINEAR, "n_times": 3, "h": 5, "init": "neuron",
+                                "save_params": True, "implementation": "torch"}),
+        ("linear", "solve", {**_LINEAR, "n_records": 3}),
+        ("linear", "solve", {**_LINEAR, "n_records": 4, "c": 2, "h": 1, "delta": 0.5}),
+        ("linear", "solve", {**_LINEAR, "n_records": 2, "depth": 3, "c": 4, "init": "gaussian"}),
+        ("linear", "solve", {**_LINEAR, "n_records": 3, "h": 5, "init": "neuron",
                              "delta_spread": 0.2}),
-        ("linear", "solve", {**_LINEAR, "n_times": 3, "file": True}),
-        ("linear", "train", {**_LINEAR, "checkpoints": 4}),
-        ("linear", "train", {**_LINEAR, "checkpoints": 20, "depth": 2, "c": 2}),  # clipped
-        ("linear", "train", {**_LINEAR, "checkpoints": 3, "d": 5, "n": 6, "c": 3,
+        ("linear", "solve", {**_LINEAR, "n_records": 3, "file": True}),
+        ("linear", "train", {**_LINEAR, "n_records": 4}),
+        ("linear", "train", {**_LINEAR, "n_records": 20, "depth": 2, "c": 2}),  # clipped
+        ("linear", "train", {**_LINEAR, "n_records": 3, "d": 5, "n": 6, "c": 3,
                              "init": "gaussian", "loss": "mean"}),
-        ("linear", "train", {**_LINEAR, "checkpoints": 5, "file": True}),
-        ("diagonal", "solve", {**_DIAGONAL, "n_time": 2}),
-        ("diagonal", "solve", {**_DIAGONAL, "n_time": 7, "d": 9, "s": 0.3}),
-        ("diagonal", "solve", {**_DIAGONAL, "n_time": 3, "file": True}),
-        ("diagonal", "train", {**_DIAGONAL, "n_record": 2}),
-        ("diagonal", "train", {**_DIAGONAL, "n_record": 25, "d": 4}),  # duplicate steps
-        ("diagonal", "train", {**_DIAGONAL, "n_record": 5, "max_steps": 1, "file": True}),
+        ("linear", "train", {**_LINEAR, "n_records": 5, "file": True}),
+        ("diagonal", "solve", {**_DIAGONAL, "n_records": 2}),
+        ("diagonal", "solve", {**_DIAGONAL, "n_records": 7, "d": 9, "s": 0.3}),
+        ("diagonal", "solve", {**_DIAGONAL, "n_records": 3, "file": True}),
+        ("diagonal", "train", {**_DIAGONAL, "n_records": 2}),
+        ("diagonal", "train", {**_DIAGONAL, "n_records": 25, "d": 4}),  # duplicate steps
+        ("diagonal", "train", {**_DIAGONAL, "n_records": 5, "max_steps": 1, "file": True}),
     ],
 )
 def test_declared_sizes_equal_real_runs_off_the_examples(tmp_path, name, action,
@@ -186,7 +186,7 @@ def test_declared_sizes_equal_real_runs_off_the_examples(tmp_path, name, action,
     a real run's, including data files (whose sizes the model's check reads)."""
     model = all_models()[name]
     given = dict(given)
-    if given.get("backend") == "torch":
+    if given.get("implementation") == "torch":
         pytest.importorskip("torch")
     if given.pop("file", False):
         gen = np.random.default_rng(0)
@@ -283,7 +283,7 @@ def test_an_undeclared_size_is_checked_on_the_first_chunk(tmp_path, toy_env, cli
     """A model that declares nothing is measured on its first chunk, before the result's
     arrays are allocated: refused with one line, and nothing is left behind."""
     toy = all_models()["toy"]
-    monkeypatch.setattr(toy, "output_bytes", classmethod(lambda cls, action, values: None))
+    monkeypatch.setattr(toy, "_output_bytes", classmethod(lambda cls, action, values: None))
     args = ["sweep", "solve", "toy", "-g", "slope=linspace(0,1,40)", "-p", "steps=100",
             "--chunk-size", "5", "--jobs", jobs, "--backend", "threads", "-q"]
     # 40 points x (1608 + 9) bytes = 64.7 kB

@@ -28,15 +28,15 @@ def actual_bytes(data: xr.Dataset) -> int:
     return sum(int(item.nbytes) for item in data.data_vars.values())
 
 
-SOLVE = dict(d=6, P=2, m=3, t_max=20.0, checkpoints=7, sigma0=0.05)
-TRAIN = dict(d=6, P=2, m=3, steps=120, checkpoints=9, batch=2)
+SOLVE = dict(d=6, P=2, m=3, t_max=20.0, n_records=7, sigma0=0.05)
+TRAIN = dict(d=6, P=2, m=3, steps=120, n_records=9, batch=2)
 
 
 @pytest.mark.parametrize("params", [
     SOLVE,
-    {**SOLVE, "checkpoints": 1, "decades": 1.0},
+    {**SOLVE, "n_records": 1, "decades": 1.0},
     {**SOLVE, "d": 9, "P": 5, "m": 2, "save_params": True},
-    {**SOLVE, "m": 5, "method": "DOP853", "save_params": True, "checkpoints": 23},
+    {**SOLVE, "m": 5, "method": "DOP853", "save_params": True, "n_records": 23},
     {**SOLVE, "method": "BDF", "beta": 1.5},
     {**SOLVE, "sigma_coeffs": [0.1, 0, 0, 0, float(np.sqrt(0.99))], "seed": 3},
 ])
@@ -48,7 +48,7 @@ def test_hermite_solve_declares_its_bytes(params: dict[str, Any]) -> None:
 def test_hermite_solve_declares_its_bytes_when_it_stops_early() -> None:
     """One teacher, learned early: the flow stops well before t_max and the output times
     after the stop hold its state (so the declared size does not depend on the stop)."""
-    params = dict(d=4, P=1, m=2, sigma0=0.3, t_max=2000.0, checkpoints=12, early_stop=True,
+    params = dict(d=4, P=1, m=2, sigma0=0.3, t_max=2000.0, n_records=12, early_stop=True,
                   save_params=True)
     declared, data = run_one(Hermite, "solve", params)
     assert float(data["t_stop"][0]) < params["t_max"]  # it did stop early
@@ -57,10 +57,10 @@ def test_hermite_solve_declares_its_bytes_when_it_stops_early() -> None:
 
 @pytest.mark.parametrize("params", [
     TRAIN,
-    {**TRAIN, "steps": 1, "checkpoints": 1},
-    {**TRAIN, "steps": 7, "checkpoints": 40},  # fewer distinct steps than checkpoints
+    {**TRAIN, "steps": 1, "n_records": 1},
+    {**TRAIN, "steps": 7, "n_records": 40},  # fewer distinct steps than checkpoints
     {**TRAIN, "d": 8, "P": 4, "m": 6, "save_params": True, "lr": 0.01},
-    {**TRAIN, "loop": "numpy", "save_params": True, "checkpoints": 4},
+    {**TRAIN, "implementation": "numpy", "save_params": True, "n_records": 4},
 ])
 def test_hermite_train_declares_its_bytes(params: dict[str, Any]) -> None:
     declared, data = run_one(Hermite, "train", params)
@@ -68,12 +68,12 @@ def test_hermite_train_declares_its_bytes(params: dict[str, Any]) -> None:
 
 
 def test_hermite_train_declares_its_bytes_when_it_stops_or_diverges() -> None:
-    stopped = dict(d=4, P=1, m=2, sigma0=0.3, lr=0.05, steps=5000, checkpoints=30,
+    stopped = dict(d=4, P=1, m=2, sigma0=0.3, lr=0.05, steps=5000, n_records=30,
                    stop_on_recovery=True, save_params=True)
     declared, data = run_one(Hermite, "train", stopped)
     assert int(data["steps_run"][0]) < stopped["steps"]  # it did stop early
     assert declared == actual_bytes(data)
-    diverged = dict(d=4, P=2, m=3, sigma0=3.0, lr=50.0, steps=400, checkpoints=20)
+    diverged = dict(d=4, P=2, m=3, sigma0=3.0, lr=50.0, steps=400, n_records=20)
     with np.errstate(over="ignore", invalid="ignore"):
         declared, data = run_one(Hermite, "train", diverged)
     assert int(data["status"][0]) != 0  # it did diverge
@@ -82,8 +82,8 @@ def test_hermite_train_declares_its_bytes_when_it_stops_or_diverges() -> None:
 
 def test_hermite_torch_backend_declares_its_bytes() -> None:
     pytest.importorskip("torch")
-    for params in ({**SOLVE, "save_params": True}, {**SOLVE, "m": 4, "checkpoints": 3}):
-        declared, data = run_one(Hermite, "solve", {**params, "backend": "torch"})
+    for params in ({**SOLVE, "save_params": True}, {**SOLVE, "m": 4, "n_records": 3}):
+        declared, data = run_one(Hermite, "solve", {**params, "implementation": "torch"})
         assert declared == actual_bytes(data)
 
 

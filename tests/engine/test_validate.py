@@ -118,11 +118,12 @@ def test_real_model_first_bad_point_is_reported() -> None:
         Job.build(
             "single-neuron",
             "solve",
-            {"beta0": "0,0", "n_times": 3},
+            {"beta0": "0,0", "n_records": 3},
             [("delta", "-1,1"), ("eta_a", "0.5,1")],
         )
     job = Job.build(
-        "single-neuron", "solve", {"n_times": 3}, [("delta", "linspace(-1,1,50)"), ("eta_a", "1,2")]
+        "single-neuron", "solve", {"n_records": 3},
+        [("delta", "linspace(-1,1,50)"), ("eta_a", "1,2")],
     )
     for flat in range(job.grid.size):  # kept sets equal a direct check of every point
         kept = job.checked_values([flat])[0]
@@ -179,7 +180,7 @@ def test_case_tree_gives_every_point_its_direct_verdict(a, b, c, mode, order) ->
 def test_the_first_bad_point_in_grid_order_is_reported() -> None:
     """Cases are explored along the axes the check reads, not in C order; the message must
     still name the first bad point in C order, as a point-by-point check would."""
-    job_args = ("single-neuron", "solve", {"beta0": "0,0", "n_times": 3})
+    job_args = ("single-neuron", "solve", {"beta0": "0,0", "n_records": 3})
     grid = [("eta_a", "0.5,1"), ("delta", "1,-1,-2")]  # delta is read; eta_a is not
     with pytest.raises(BadInput, match=r"at grid point eta_a=0\.5, delta=-1\.0: "):
         Job.build(*job_args, grid)
@@ -198,7 +199,7 @@ def test_a_million_points_are_checked_without_building_them(monkeypatch) -> None
     monkeypatch.setattr(grid_module.Grid, "points",
                         lambda self, flats: built.append(len(flats)) or points(self, flats))
     tracemalloc.start()
-    job = Job.build("single-neuron", "solve", {"n_times": 3},
+    job = Job.build("single-neuron", "solve", {"n_records": 3},
                     [("delta", "linspace(-1,1,1000)"), ("eta_a", "linspace(0.5,1,1000)")])
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()

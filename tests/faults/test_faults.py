@@ -321,7 +321,7 @@ def test_any_plugin_failure_is_one_line(tmp_path, cli, monkeypatch, body) -> Non
 
 # -- 2. no result mixes two inputs --------------------------------------------------------
 DIAG = ["sweep", "solve", "diagonal", "-g", "alpha=0.1,0.3,1,3", "-p", "t_max=50", "-p",
-        "n_time=5", "--jobs", "1", "--chunk-size", "1", "-q"]
+        "n_records=5", "--jobs", "1", "--chunk-size", "1", "-q"]
 
 
 def _data(path: Path, seed: int) -> bytes:
@@ -583,7 +583,7 @@ def test_grokking_evaluates_large_sets_in_batches_with_the_same_means() -> None:
 
 
 # -- 8. grids that change an output's shape ------------------------------------------------
-TWO_LAYER = ["train", "two-layer", "-p", "steps=4", "-p", "n_checkpoints=3", "--jobs", "1",
+TWO_LAYER = ["train", "two-layer", "-p", "steps=4", "-p", "n_records=3", "--jobs", "1",
              "-q"]
 
 

@@ -276,7 +276,7 @@ def _npz(path: Path, seed: int, teacher: bool = True) -> None:
 
 
 DIAG = ["sweep", "solve", "diagonal", "-g", "alpha=0.1,0.3,1,3", "-p", "t_max=50", "-p",
-        "n_time=5", "--jobs", "1", "-q"]
+        "n_records=5", "--jobs", "1", "-q"]
 
 
 def test_data_file_replaced_between_shards_or_before_resume(tmp_path, cli) -> None:
@@ -338,7 +338,7 @@ def test_linear_data_without_beta_star(tmp_path, cli) -> None:
     np.savez(data, X=X, y=X @ np.ones((6, 1)))
     out = tmp_path / "lin.h5"
     result = cli("sweep", "solve", "linear", "-g", "delta=-1,0,1", "-p", f"data={data}",
-                 "-p", "h=1", "-p", "t_max=5", "-p", "n_times=5", "--jobs", "1", "-q", "-o", out)
+                 "-p", "h=1", "-p", "t_max=5", "-p", "n_records=5", "--jobs", "1", "-q", "-o", out)
     assert result.code == 0, result.err
     with xr.open_dataset(out, engine="h5netcdf") as ds:
         assert (ds["status"].values == 0).all()
@@ -350,7 +350,7 @@ def test_diagonal_not_reaching_tol_is_not_a_divergence(tmp_path, cli) -> None:
     """``time_to_tol`` is NaN when the loss stays above tol before t_max: still ok."""
     out = tmp_path / "slow.h5"
     result = cli("sweep", "solve", "diagonal", "-g", "alpha=0.1,1", "-p", "t_max=1", "-p",
-                 "n_time=5", "-p", "tol=1e-30", "--jobs", "1", "-q", "-o", out)
+                 "n_records=5", "-p", "tol=1e-30", "--jobs", "1", "-q", "-o", out)
     assert result.code == 0, result.err
     with xr.open_dataset(out, engine="h5netcdf") as ds:
         assert (ds["status"].values == 0).all()

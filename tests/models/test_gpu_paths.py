@@ -80,7 +80,7 @@ def test_fused_step_equals_a_numpy_gradient_step_and_freezes_the_inactive() -> N
 # -- the compiled two-layer step -------------------------------------------------------------
 COMPILED_POINTS = [dict(tau=0.3, delta=-0.5), dict(tau=1.0, delta=0.5),
                    dict(tau=0.05, delta=0.0, lr=2.0), dict(tau=1.5, delta=0.0, leak=0.1)]
-COMPILED_BASE = dict(d=6, h=4, k=2, n=16, n_test=20, steps=150, n_checkpoints=6)
+COMPILED_BASE = dict(d=6, h=4, k=2, n=16, n_test=20, steps=150, n_records=6)
 
 
 def two_layer_batch(implementation: str, dtype: str = "float64") -> xr.Dataset:
@@ -272,7 +272,7 @@ def test_device_free_bytes_reads_the_driver_on_a_gpu_and_nothing_on_the_cpu(monk
     assert compute.device_free_bytes("auto") is None
 
 
-SMALL = {"d": 6, "h": 4, "k": 2, "n": 16, "n_test": 20, "steps": 30, "n_checkpoints": 5}
+SMALL = {"d": 6, "h": 4, "k": 2, "n": 16, "n_test": 20, "steps": 30, "n_records": 5}
 GRID = [("tau", "0.3,0.6,1.0,1.5,2.0"), ("delta", "-1,0,1"), ("seed", "0,1")]
 
 
@@ -524,7 +524,7 @@ def test_grokking_a_diverging_configuration_leaves_its_neighbours_alone(monkeypa
 # -- rhm: the GPU's stacking of any shape, on the CPU ----------------------------------------
 def test_rhm_stacks_any_shape_on_a_gpu_and_it_agrees_with_one_at_a_time(monkeypatch: Any
                                                                         ) -> None:
-    common = dict(L=2, width=15, epochs=3, test_size=100, n_checkpoints=3, batch=32,
+    common = dict(L=2, width=15, epochs=3, test_size=100, n_records=3, batch=32,
                   dtype="float64", train_fraction=0.3)
     v = rhm.RHM.resolve("train", {**common, "alpha": 1.0, "seed": 0})
     assert not rhm.stackable(v, "cpu") and rhm.stackable(v, "cuda")
@@ -545,7 +545,7 @@ def test_rhm_a_diverging_configuration_leaves_its_neighbours_alone(monkeypatch: 
     checkpoint after 0 on); stacked on the GPU's path with two others, those train as they
     do stacked without it and as they do alone, within 1e-6 relative (measured: the same
     bits), and the wild one alone diverges at the same checkpoint."""
-    common = dict(L=2, width=15, epochs=3, test_size=100, n_checkpoints=3, batch=32,
+    common = dict(L=2, width=15, epochs=3, test_size=100, n_records=3, batch=32,
                   dtype="float32", train_fraction=0.3)
     calm = [{"alpha": 1.0, "seed": 0}, {"alpha": 3.0, "seed": 1}]
     wild = {"alpha": 1e10, "seed": 3}

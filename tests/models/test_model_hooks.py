@@ -232,7 +232,7 @@ def test_every_road_into_a_model_is_the_one_entrance(monkeypatch: Any, tmp_path:
     MODELS["single-neuron"].resolve("solve", small)
     Job.build("single-neuron", "solve", small, [("delta", "0,1")])
     richlazy.solve("single-neuron", output=tmp_path / "api.h5", **small)
-    assert cli("solve", "single-neuron", "-p", "t_max=1", "-p", "n_times=3", "-p",
+    assert cli("solve", "single-neuron", "-p", "t_max=1", "-p", "n_records=3", "-p",
                "method=exact", "-o", tmp_path / "cli.h5", "-q").code == 0
     assert cli("sweep", "solve", "single-neuron", "-p", "t_max=1", "-g", "delta=0,1",
                "--jobs", "1", "-q", "-o", tmp_path / "sweep.h5").code == 0

@@ -70,12 +70,12 @@ def test_batched_products_do_not_depend_on_the_group(dtype: str) -> None:
 
 # -- the model: groups of 1, 2, 3, 7 ---------------------------------------------------------
 
-SMALL = dict(L=2, width=16, epochs=3, test_size=100, n_checkpoints=3, batch=32)
+SMALL = dict(L=2, width=16, epochs=3, test_size=100, n_records=3, batch=32)
 ODD = dict(L=2, n_classes=2, width=8, hidden_layers=1, epochs=2, test_size=40,
-           n_checkpoints=2, batch=3)
+           n_records=2, batch=3)
 """Awkward sizes: mini-batches of 3 rows padded to 16, a last mini-batch of 1, a readout
 product below ATen's small-product threshold (16·8·2 < 400)."""
-UNSTACKABLE = dict(L=2, width=5, epochs=2, test_size=100, n_checkpoints=2, batch=7)
+UNSTACKABLE = dict(L=2, width=5, epochs=2, test_size=100, n_records=2, batch=7)
 """Width 5: the readout's 8·5 float32 entries are not a whole number of 64 bytes, so every
 configuration trains alone."""
 
@@ -131,7 +131,7 @@ def test_a_diverging_configuration_leaves_its_group_mates_alone() -> None:
     """At lr = 1000, α = 0.01 diverges (its loss overflows to NaN in the second epoch) and
     α = 1 does not: the diverged point is marked and NaN from then on, and its group mate
     keeps exactly the numbers it has alone."""
-    common = {**SMALL, "lr": 1e3, "epochs": 4, "n_checkpoints": 4}
+    common = {**SMALL, "lr": 1e3, "epochs": 4, "n_records": 4}
     pts = [{"alpha": 1.0, "train_fraction": 0.2, "seed": 0},
            {"alpha": 0.01, "train_fraction": 0.2, "seed": 0}]
     both = train(pts, **common)
@@ -148,7 +148,7 @@ def test_a_diverging_configuration_leaves_its_group_mates_alone() -> None:
 
 GRID = ["-g", "alpha=0.1,10", "-g", "train_fraction=0.1,0.3", "-g", "seed=0,1,2",
         "-p", "L=2", "-p", "width=16", "-p", "epochs=3", "-p", "test_size=100",
-        "-p", "n_checkpoints=3", "-p", "batch=32"]
+        "-p", "n_records=3", "-p", "batch=32"]
 
 
 def test_rhm_sweep_is_bitwise_the_same_for_jobs_and_chunk_sizes(tmp_path: Path, cli) -> None:

@@ -248,7 +248,7 @@ def test_without_torch_models_are_listed_and_runs_exit_2(tmp_path: Path) -> None
 
 RHM_GRID = ["-g", "alpha=0.1,10", "-g", "train_fraction=0.1,0.3", "-g", "seed=0,1",
             "-p", "L=2", "-p", "width=16", "-p", "epochs=4", "-p", "test_size=100",
-            "-p", "n_checkpoints=3", "-p", "batch=32"]
+            "-p", "n_records=3", "-p", "batch=32"]
 CNN_GRID = ["-g", "alpha=0.1,10", "-g", "seed=0,1", "-p", "epochs=1", "-p", "batch=512",
             "-p", "first_steps=3", "-p", "probe_fraction=0.02", "-p", "dtype=float32"]
 

@@ -29,7 +29,7 @@ def test_auto_report_draws_the_practice_figures(tmp_path: Path, cli) -> None:
     cnn = tmp_path / "cnn.h5"
     r = cli("sweep", "train", "rhm", "-g", "alpha=0.1,10", "-g", "train_fraction=0.1,0.5",
             "-g", "seed=0,1", "-p", "L=2", "-p", "width=16", "-p", "epochs=3",
-            "-p", "test_size=100", "-p", "n_checkpoints=3", "-o", rhm, "--jobs", "1", "-q")
+            "-p", "test_size=100", "-p", "n_records=3", "-o", rhm, "--jobs", "1", "-q")
     assert r.code == 0, r.err
     r = cli("sweep", "train", "cnn", "-g", "alpha=0.1,10", "-p", "epochs=2",
             "-p", "first_steps=2", "-p", "probe_fraction=0.02", "-o", cnn, "--jobs", "1", "-q")

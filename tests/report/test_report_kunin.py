@@ -23,17 +23,17 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("kunin")
     out = {name: root / f"{name}.h5" for name in ("neurons", "partition", "basin", "plain")}
     small = ["-p", "h=6", "-p", "k=2", "-p", "n=10", "-p", "n_test=20", "-p", "steps=30",
-             "-p", "n_checkpoints=6", "-g", "tau=0.2,2", "-g", "delta=-1,1"]
+             "-p", "n_records=6", "-g", "tau=0.2,2", "-g", "delta=-1,1"]
     assert run(["sweep", "train", "two-layer", "-p", "d=2", "-p", "save_params=true", *small,
                 "-o", str(out["neurons"]), "-q", "--jobs", "1"]) == 0
     assert run(["sweep", "train", "two-layer", "-p", "d=2", "-p", "data=xor",
                 "-p", "save_surface=true", *small, "-o", str(out["partition"]), "-q",
                 "--jobs", "1"]) == 0
     w0 = json.dumps([[x, p] for p in (0.0, 0.5) for x in np.linspace(-1.5, 1.5, 6).tolist()])
-    assert run(["sweep", "solve", "single-neuron", "-p", "method=exact", "-p", "n_times=2",
+    assert run(["sweep", "solve", "single-neuron", "-p", "method=exact", "-p", "n_records=2",
                 "-p", "t_max=30", "-p", "beta_star=1,0", "-g", "a0=linspace(-1.5,1.5,6)",
                 "-g", f"w0={w0}", "-o", str(out["basin"]), "-q", "--jobs", "1"]) == 0
-    assert run(["sweep", "solve", "single-neuron", "-p", "method=exact", "-p", "n_times=5",
+    assert run(["sweep", "solve", "single-neuron", "-p", "method=exact", "-p", "n_records=5",
                 "-g", "delta=-1,1", "-o", str(out["plain"]), "-q", "--jobs", "1"]) == 0
     return out
 

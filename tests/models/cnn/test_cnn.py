@@ -80,7 +80,7 @@ def test_distances_grow_more_at_large_alpha_ci_size() -> None:
     """Upstream (α = 10) moves the kernel and the activation pattern more than downstream
     (α = 0.1) at CI size (30 epochs; docs/cnn.md §4)."""
     ds = train([{"alpha": 0.1}, {"alpha": 10.0}], epochs=30, probe_fraction=0.05,
-               first_steps=2, checkpoints=[10], seed=0)
+               first_steps=2, records=[10], seed=0)
     for name in ("kernel_distance", "hamming_distance", "param_distance",
                  "rel_param_distance"):
         assert np.all(ds[name].values[:, 0] == 0.0), name

@@ -170,7 +170,7 @@ def test_bad_input_is_rejected(given: dict[str, object]) -> None:
 
 def test_default_lr_and_schema() -> None:
     assert Hermite.resolve("train", {"d": 20})["lr"] == pytest.approx(0.1 / 400)
-    ds = run("solve", d=12, P=3, m=4, t_max=50.0, checkpoints=20, save_params=True)
+    ds = run("solve", d=12, P=3, m=4, t_max=50.0, n_records=20, save_params=True)
     assert ds["overlap"].dims == ("time", "teacher")
     assert ds["v"].dims == ("time", "neuron", "dim")
     assert float(ds["loss"][0]) == pytest.approx(0.5, abs=1e-3)  # Σ a_p² = 1, σ0 small: L(0) ≈ ½
@@ -181,7 +181,7 @@ def test_default_lr_and_schema() -> None:
 def test_single_task_overlap_law_and_recovery_time() -> None:
     # P = 1 (a = 1), d = 256: m² follows (1/m0² - 8at)^-1 in the search phase
     d, m, seed = 256, 4, 1
-    ds = run("solve", d=d, P=1, m=m, seed=seed, t_max=100.0, checkpoints=300)
+    ds = run("solve", d=d, P=1, m=m, seed=seed, t_max=100.0, n_records=300)
     m02 = float(np.max(initial_directions(seed, m, d)[:, 0] ** 2))
     t = ds["time"].values
     ov = ds["overlap"].values[:, 0]
@@ -199,7 +199,7 @@ def test_single_task_overlap_law_and_recovery_time() -> None:
 
 
 def test_separated_tasks_recover_in_predicted_order() -> None:
-    ds = run("solve", d=256, P=3, m=8, a=[0.8, 0.4, 0.2], seed=2, t_max=300.0, checkpoints=60)
+    ds = run("solve", d=256, P=3, m=8, a=[0.8, 0.4, 0.2], seed=2, t_max=300.0, n_records=60)
     t_rec, t_th = ds["t_recover"].values, ds["t_recover_theory"].values
     assert np.all(np.isfinite(t_rec))
     np.testing.assert_array_equal(np.argsort(t_rec), np.argsort(t_th))
@@ -225,8 +225,8 @@ def test_online_sgd_tracks_population_flow() -> None:
     # (At d = 4 the search phase is short; at larger d the same accuracy needs ~d^3 more samples.)
     common = {"d": 4, "P": 3, "m": 2, "seed": 3, "sigma0": 0.1}
     lr, steps = 1e-3, 3000
-    sgd = run("train", **common, lr=lr, steps=steps, batch=4096, checkpoints=400)
-    gf = run("solve", **common, t_max=lr * steps, checkpoints=400)
+    sgd = run("train", **common, lr=lr, steps=steps, batch=4096, n_records=400)
+    gf = run("solve", **common, t_max=lr * steps, n_records=400)
     ts = sgd["time"].values[1:]
     Lg = np.interp(np.log(ts), np.log(gf["time"].values[1:]), gf["loss"].values[1:])
     after = ts >= np.nanmin(gf["t_recover"].values)
@@ -251,7 +251,7 @@ def test_loss_time_exponent_d512() -> None:
     from richlazy_cli.report.scaling import fit_scaling, ols_fit
 
     values = Hermite.resolve("solve", {"d": 512, "P": 64, "m": 128, "beta": 0.8,
-                                       "t_max": 2000.0, "checkpoints": 300})
+                                       "t_max": 2000.0, "n_records": 300})
     ds = Hermite().solve(Batch.from_points(Hermite, [values])).isel(point=0)
     ds.attrs["params"] = '{"beta": 0.8, "P": 64, "m": 128, "d": 512}'
     fit = fit_scaling(ds)["time"]
@@ -301,7 +301,7 @@ def test_loss_time_exponent_moves_toward_theory_with_size() -> None:
     raw = []
     for d, P, m, t_max in ((512, 64, 128, 2000.0), (1024, 128, 256, 1500.0)):
         values = Hermite.resolve("solve", {"d": d, "P": P, "m": m, "beta": 0.8, "t_max": t_max,
-                                           "checkpoints": 300, "decades": 3.0})
+                                           "n_records": 300, "decades": 3.0})
         ds = Hermite().solve(Batch.from_points(Hermite, [values])).isel(point=0)
         t, T = ds["time"].values, np.sort(ds["t_recover"].values)
         sel = (t >= T[3]) & (t <= T[P // 2 - 1])

@@ -41,13 +41,13 @@ def run(action: str, **given: object) -> object:
 @pytest.mark.parametrize("batch", [1, 3])
 def test_compiled_loop_is_bitwise_equal_to_numpy_reference(batch: int) -> None:
     # two configurations in one batch (different lr and sigma0), a mixed activation, a stop
-    common = {"d": 12, "P": 3, "m": 4, "steps": 1500, "checkpoints": 12, "batch": batch,
+    common = {"d": 12, "P": 3, "m": 4, "steps": 1500, "n_records": 12, "batch": batch,
               "save_params": True, "seed": 4, "sigma_coeffs": MIXED.tolist(),
               "stop_on_recovery": True}
     pts = [{"lr": 2e-3, "sigma0": 0.1}, {"lr": 1e-3, "sigma0": 0.05}]
     out = {}
     for loop in ("numpy", "numba"):
-        out[loop] = run_batch("train", [{**common, **p, "loop": loop} for p in pts])
+        out[loop] = run_batch("train", [{**common, **p, "implementation": loop} for p in pts])
     for name in ("v", "loss", "overlap", "steps_recover", "winner", "steps_run"):
         np.testing.assert_array_equal(out["numba"][name].values, out["numpy"][name].values,
                                       err_msg=name)
@@ -74,7 +74,7 @@ def test_reference_step_is_the_minibatch_gradient_step() -> None:
 
 def test_recovery_step_winner_and_stop() -> None:
     ds = run("train", d=10, P=2, m=4, a=[0.9, 0.5], sigma0=0.1, lr=1e-3, steps=60000,
-             checkpoints=400, seed=1, save_params=True, stop_on_recovery=True)
+             n_records=400, seed=1, save_params=True, stop_on_recovery=True)
     sr = ds["steps_recover"].values
     assert np.all(np.isfinite(sr))
     step = ds["step"].values
@@ -120,7 +120,7 @@ def test_jacobian_matches_finite_differences_and_is_symmetric(c: np.ndarray) -> 
 
 def test_early_stop_keeps_recovery_and_plateau() -> None:
     common = {"d": 48, "P": 3, "m": 6, "a": [0.8, 0.5, 0.3], "seed": 2, "t_max": 3000.0,
-              "checkpoints": 80}
+              "n_records": 80}
     full = run("solve", **common)
     early = run("solve", **common, early_stop=True)
     # the same steps up to the stop: the same recovery times, bit for bit
@@ -138,7 +138,7 @@ def test_early_stop_keeps_recovery_and_plateau() -> None:
 @pytest.mark.parametrize("method", ["BDF", "LSODA"])
 def test_stiff_methods_agree_with_rk45(method: str) -> None:
     common = {"d": 32, "P": 2, "m": 3, "a": [0.8, 0.4], "seed": 3, "t_max": 500.0,
-              "checkpoints": 40}
+              "n_records": 40}
     ref = run("solve", **common)
     ds = run("solve", **common, method=method)
     np.testing.assert_allclose(ds["t_recover"].values, ref["t_recover"].values, rtol=2e-3)
@@ -158,7 +158,7 @@ def test_stiff_methods_agree_with_rk45(method: str) -> None:
         ("train", ["lr=-1e-3"], "lr"),
         ("solve", ["beta=0", "P=4"], "beta"),
         ("solve", ["method=BDF", "m=32", "d=256"], "8192"),
-        ("train", ["loop=cuda"], "loop"),
+        ("train", ["implementation=cuda"], "implementation"),
     ],
 )
 def test_bad_input_one_line_exit_2_no_file(cli, tmp_path: Path, action: str,
@@ -188,11 +188,11 @@ def sgd_over_theory(d: int, seeds: range, c_lr: float) -> np.ndarray:
     """t_recover/t_recover_theory of SGD at lr = c_lr/d² (P = 1, m = 4, σ0 = 1e-2)."""
     ratios = []
     for seed in seeds:
-        th = run("solve", d=d, P=1, m=4, seed=seed, t_max=1.0, checkpoints=2)
+        th = run("solve", d=d, P=1, m=4, seed=seed, t_max=1.0, n_records=2)
         t_hat = float(th["t_recover_theory"][0])
         lr = c_lr / d**2
         ds = run("train", d=d, P=1, m=4, seed=seed, lr=lr, steps=math.ceil(3 * t_hat / lr),
-                 checkpoints=20, stop_on_recovery=True)
+                 n_records=20, stop_on_recovery=True)
         ratios.append(float(ds["t_recover"][0]) / t_hat)
     return np.array(ratios)
 
@@ -213,7 +213,7 @@ def test_report_kind_scaling_draws_the_sample_complexity_fit(cli, tmp_path: Path
     out = tmp_path / "dscale.h5"
     res = cli("sweep", "train", "hermite", "-g", "d=8,12,16", "-g", "seed=range(2)",
               "-p", "P=1", "-p", "m=4", "-p", "steps=200000", "-p", "stop_on_recovery=true",
-              "-p", "checkpoints=10", "-o", str(out), "-q", "--jobs", "1")
+              "-p", "n_records=10", "-o", str(out), "-q", "--jobs", "1")
     assert res.code == 0, res.err
     rep = tmp_path / "rep"
     res = cli("report", str(out), "-o", str(rep), "--kind", "scaling")
@@ -230,11 +230,11 @@ def test_too_large_a_step_does_not_follow_the_flow() -> None:
     d = 96
     bad = 0
     for seed in range(8):
-        th = run("solve", d=d, P=1, m=4, seed=seed, t_max=1.0, checkpoints=2)
+        th = run("solve", d=d, P=1, m=4, seed=seed, t_max=1.0, n_records=2)
         t_hat = float(th["t_recover_theory"][0])
         lr = 20.0 / d**2
         ds = run("train", d=d, P=1, m=4, seed=seed, lr=lr, steps=math.ceil(3 * t_hat / lr),
-                 checkpoints=20, stop_on_recovery=True)
+                 n_records=20, stop_on_recovery=True)
         t = float(ds["t_recover"][0])
         bad += int(not np.isfinite(t) or t > 1.5 * t_hat)
     assert bad >= 4, bad

@@ -21,7 +21,7 @@ from ...conftest import assert_one_line_error
 torch = pytest.importorskip("torch")
 
 FIG2_SMALL = dict(d=128, P=32, k=4, beta=0.8, sigma0=0.01, t_max=1000.0, decades=4.0,
-                  checkpoints=200, seed=0, early_stop=True)
+                  n_records=200, seed=0, early_stop=True)
 
 
 def solve(points: list[dict[str, Any]], **common: Any) -> xr.Dataset:
@@ -51,7 +51,7 @@ def test_population_loss_and_gradient_agree_to_1e12(m: int, d: int, P: int, k: i
 @pytest.mark.integration
 def test_recovery_times_agree_on_the_small_fig2_job() -> None:
     ref = widths((4, 8, 16), **FIG2_SMALL)
-    got = widths((4, 8, 16), backend="torch", **FIG2_SMALL)
+    got = widths((4, 8, 16), implementation="torch", **FIG2_SMALL)
     r, g = ref.t_recover.values, got.t_recover.values
     assert np.array_equal(np.isnan(r), np.isnan(g))
     assert np.nanmax(np.abs(g - r) / r) <= 1e-6
@@ -65,14 +65,14 @@ def test_recovery_times_agree_on_the_small_fig2_job() -> None:
 @pytest.mark.slow
 def test_recovery_times_agree_on_the_whole_small_fig2_job() -> None:
     ref = widths((4, 8, 16, 32, 64), **FIG2_SMALL)
-    got = widths((4, 8, 16, 32, 64), backend="torch", **FIG2_SMALL)
+    got = widths((4, 8, 16, 32, 64), implementation="torch", **FIG2_SMALL)
     r, g = ref.t_recover.values, got.t_recover.values
     assert np.array_equal(np.isnan(r), np.isnan(g))
     assert np.nanmax(np.abs(g - r) / r) <= 1e-6
 
 
 def test_a_configuration_alone_and_in_a_batch_are_bitwise_equal_on_the_cpu() -> None:
-    common = dict(d=12, P=3, m=4, t_max=40.0, checkpoints=12, backend="torch",
+    common = dict(d=12, P=3, m=4, t_max=40.0, n_records=12, implementation="torch",
                   save_params=True)
     points = [{"sigma0": 0.05}, {"sigma0": 0.02, "beta": 1.2}]
     both = solve(points, **common)
@@ -85,9 +85,9 @@ def test_a_configuration_alone_and_in_a_batch_are_bitwise_equal_on_the_cpu() -> 
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["train", "hermite", "-p", "backend=torch", "-p", "steps=10"], "backend"),
-        (["solve", "hermite", "-p", "backend=torch", "-p", "method=DOP853"], "RK45"),
-        (["solve", "hermite", "-p", "device=cuda"], "backend"),
+        (["train", "hermite", "-p", "implementation=torch", "-p", "steps=10"], "implementation"),
+        (["solve", "hermite", "-p", "implementation=torch", "-p", "method=DOP853"], "RK45"),
+        (["solve", "hermite", "-p", "device=cuda"], "implementation"),
     ],
 )
 def test_bad_backend_combinations(tmp_path: Any, cli: Any, args: list[str], words: str) -> None:
@@ -100,7 +100,7 @@ def test_bad_backend_combinations(tmp_path: Any, cli: Any, args: list[str], word
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
 def test_cuda_without_a_gpu_is_bad_input(tmp_path: Any, cli: Any) -> None:
     out = tmp_path / "x.h5"
-    result = cli("solve", "hermite", "-p", "backend=torch", "-p", "device=cuda", "-o", out)
+    result = cli("solve", "hermite", "-p", "implementation=torch", "-p", "device=cuda", "-o", out)
     assert_one_line_error(result)
     assert "cuda" in result.err and not out.exists()
 

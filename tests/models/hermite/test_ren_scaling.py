@@ -51,12 +51,12 @@ def run(action: str, **given: object) -> xr.Dataset:
 
 def theory_time(d: int, seed: int, m: int = 4) -> float:
     return float(run("solve", d=d, P=1, m=m, seed=seed, t_max=1.0,
-                     checkpoints=2)["t_recover_theory"][0])
+                     n_records=2)["t_recover_theory"][0])
 
 
 def flow_time(d: int, seed: int, m: int = 4) -> float:
     t_hat = theory_time(d, seed, m)
-    return float(run("solve", d=d, P=1, m=m, seed=seed, t_max=3 * t_hat, checkpoints=10,
+    return float(run("solve", d=d, P=1, m=m, seed=seed, t_max=3 * t_hat, n_records=10,
                      early_stop=True)["t_recover"][0])
 
 
@@ -67,7 +67,7 @@ def sgd_ratio(d: int, seed: int, c_lr: float, budget: float = 3.0,
     t_hat = theory_time(d, seed)
     lr = c_lr / d**2
     ds = run("train", d=d, P=1, m=4, seed=seed, lr=lr, steps=math.ceil(budget * t_hat / lr),
-             checkpoints=20, stop_on_recovery=True)
+             n_records=20, stop_on_recovery=True)
     ref = t_hat if reference is None else reference
     return float(ds["t_recover"][0]) / ref, float(ds["steps_recover"][0])
 
@@ -299,7 +299,7 @@ def test_heavy_tail_barrier_on_simulated_flows() -> None:
     it (docs/claims.md §heavy tail)."""
     barrier, above_top = {}, {}
     for beta, m in ((0.2, 32), (0.8, 32), (0.35, 16)):
-        ds = run("solve", d=256, P=64, m=m, beta=beta, t_max=1000.0, checkpoints=60,
+        ds = run("solve", d=256, P=64, m=m, beta=beta, t_max=1000.0, n_records=60,
                  early_stop=True)
         L = ds["loss"].values
         a = teacher_weights(64, beta)
@@ -344,7 +344,7 @@ def test_budget_tuned_envelope_beats_stable_step() -> None:
     lrs = [0.1 * a[q - 1] / d**2 for q in (1, 2, 4, 8)]
     for seed in (0, 1):
         ds = run_batch("train", [{"d": d, "P": P, "m": 16, "beta": 0.8, "lr": lr,
-                                  "seed": seed, "steps": 1_200_000, "checkpoints": 200}
+                                  "seed": seed, "steps": 1_200_000, "n_records": 200}
                                  for lr in lrs])
         n = ds["step"].values.astype(float)
         L = ds["loss"].values  # (q, step)
@@ -426,7 +426,7 @@ def test_greedy_agreement_and_prop_2_2a_move_toward_the_paper_with_d() -> None:
         a_s, p_s = [], []
         for seed in range(4):
             ds = run("solve", d=d, P=32, m=64, beta=0.8, seed=seed, t_max=30.0 * d,
-                     checkpoints=200, early_stop=True)
+                     n_records=200, early_stop=True)
             a_s.append(greedy_agreement(ds["winner"].values, ds["winner_theory"].values))
             p_s.append(emergence_order_fit(ds["t_recover"].values, ds["winner_overlap0"].values,
                                            (2, 32))["slope"])

@@ -58,7 +58,7 @@ def test_loss_convention_and_data_file(tmp_path: Path) -> None:
     y = gen.standard_normal((7, 2))
     path = tmp_path / "data.npz"
     np.savez(path, X=X, y=y)
-    common = dict(data=str(path), h=2, delta=0.3, scale=0.5, t_max=1.0, n_times=3)
+    common = dict(data=str(path), h=2, delta=0.3, scale=0.5, t_max=1.0, n_records=3)
     values = Linear.resolve("solve", common)
     assert (values["n"], values["d"], values["c"], values["data_kind"]) == (7, 3, 2, "file")
     with pytest.raises(BadInput, match="beta_star"):
@@ -82,7 +82,7 @@ def test_whitened_data_and_teacher() -> None:
     data = make_data(v)
     np.testing.assert_allclose(data.X.T @ data.X, np.eye(4), atol=1e-14)
     np.testing.assert_allclose(data.b, np.ones((4, 2)), atol=1e-14)
-    v1 = dict(d=3, c=1, h=1, beta_star=[1.0, 2.0, 3.0], t_max=1.0, n_times=2)
+    v1 = dict(d=3, c=1, h=1, beta_star=[1.0, 2.0, 3.0], t_max=1.0, n_records=2)
     assert Linear.resolve("solve", v1)["beta_star"].shape == (3, 1)
     np.testing.assert_array_equal(run("solve", [v1]).beta_star.values[0, :, 0], [1.0, 2.0, 3.0])
 
@@ -129,7 +129,7 @@ def test_isotropic_init_structure(depth: int, d: int, h: int, c: int, delta: flo
 
 def test_isotropic_beta0_independent_of_delta() -> None:
     betas = [
-        run("solve", [dict(d=3, h=3, c=3, delta=x, t_max=0.1, n_times=2)]).beta.values[0, 0, 0]
+        run("solve", [dict(d=3, h=3, c=3, delta=x, t_max=0.1, n_records=2)]).beta.values[0, 0, 0]
         for x in (-1.0, 0.0, 2.0)
     ]
     np.testing.assert_allclose(betas[0], betas[1], atol=1e-14)
@@ -151,7 +151,7 @@ def test_isotropic_beta0_independent_of_delta() -> None:
 )
 def test_conservation_along_numeric_flow(given: dict[str, Any]) -> None:
     """‖Δ(t) − Δ(0)‖_F ≤ 1e-8 and, deep, ‖C_l(t) − C_l(0)‖_F ≤ 1e-8 (docs/linear.md, eq. (3))."""
-    ds = run("solve", [{**given, "t_max": 20.0, "n_times": 41}])
+    ds = run("solve", [{**given, "t_max": 20.0, "n_records": 41}])
     assert ds.status.values[0] == 0
     loss = ds.loss.sel({"method": "numeric"}).values[0]
     assert loss[-1] < 1e-2 * loss[0]  # the weights really moved
@@ -181,7 +181,7 @@ def test_function_space_flow_matches_parameter_flow(
 ) -> None:
     d, h, c = shape
     pts = [dict(d=d, h=h, c=c, delta=x, scale=0.3, eta_a=0.8, eta_w=1.4, t_max=10.0,
-                n_times=41, seed=2) for x in deltas]
+                n_records=41, seed=2) for x in deltas]
     ds = run("solve", pts)
     num = ds.beta.sel({"method": "numeric"}).values
     th = ds.beta.sel({"method": "theory"}).values
@@ -192,12 +192,12 @@ def test_function_space_flow_matches_parameter_flow(
 
 def test_theory_is_nan_where_M_is_not_a_function_of_beta() -> None:
     """1 < h < d with δ < 0 (Theorem 4.2, docs/linear.md, eq. (5), second case): no theory row."""
-    ds = run("solve", [dict(d=3, h=2, c=1, delta=-0.5, t_max=1.0, n_times=5),
-                       dict(d=3, h=2, c=1, delta=0.0, t_max=1.0, n_times=5)])
+    ds = run("solve", [dict(d=3, h=2, c=1, delta=-0.5, t_max=1.0, n_records=5),
+                       dict(d=3, h=2, c=1, delta=0.0, t_max=1.0, n_records=5)])
     assert np.all(np.isnan(ds.beta.sel({"method": "theory"}).values[0]))
     assert np.all(np.isfinite(ds.beta.sel({"method": "theory"}).values[1]))
     assert theory_case(-0.5, 2, 1, 3) is None
-    assert list(run("solve", [dict(depth=2, t_max=1.0, n_times=3)]).method.values) == ["numeric"]
+    assert list(run("solve", [dict(depth=2, t_max=1.0, n_records=3)]).method.values) == ["numeric"]
 
 
 @pytest.mark.parametrize(
@@ -214,7 +214,7 @@ def test_wrong_preconditioner_is_detected(
     dropping δ, or using the h = d formula for one neuron with h < d, is.
     """
     d, h, c = shape
-    v = dict(d=d, h=h, c=c, delta=delta, scale=0.3, t_max=10.0, n_times=11, seed=2)
+    v = dict(d=d, h=h, c=c, delta=delta, scale=0.3, t_max=10.0, n_records=11, seed=2)
     ds = run("solve", [v])
     Ws, A, data = _weights(v)
 
@@ -247,7 +247,7 @@ def test_theorem_b6_singular_values(shape: tuple[int, int, int], delta: float) -
     bs[: s_star.size, : s_star.size] = np.diag(s_star)
     bs = Q1 @ bs @ Q2.T
     ds = run("solve", [dict(d=d, h=h, c=c, n=d + 2, delta=delta, scale=scale, eta_a=ea,
-                            eta_w=ew, aligned=True, beta_star=bs, t_max=t_max, n_times=31)])
+                            eta_w=ew, aligned=True, beta_star=bs, t_max=t_max, n_records=31)])
     g2 = 4 * ea * ew
     sol = solve_ivp(lambda _t, s: np.sqrt(delta**2 + g2 * s**2) * (s_star - s), (0, t_max),
                     np.full(s_star.size, scale), method="DOP853", t_eval=ds.time.values,
@@ -269,7 +269,7 @@ def test_deep_balanced_implicit_bias_kkt(depth: int) -> None:
     measured to shrink ∝ |δ|), nor does the minimum-norm interpolator.
     """
     v = dict(depth=depth, d=5, h=5, c=1, n=3, data_kind="gaussian", scale=0.4, seed=4,
-             t_max=400.0, n_times=11)
+             t_max=400.0, n_records=11)
     deltas = [0.0, -1e-6, -1e-2]
     ds = run("solve", [{**v, "delta": x} for x in deltas])
     data = make_data(Linear.resolve("solve", v))
@@ -299,13 +299,13 @@ def test_single_neuron_model_agrees(delta: float) -> None:
     """``linear`` with h = c = 1 and ``single-neuron`` give the same trajectory to 1e-8."""
     d = 3
     v = dict(d=d, h=1, c=1, n=5, delta=delta, scale=0.4, eta_a=0.9, eta_w=1.2, seed=7,
-             t_max=8.0, n_times=17, rtol=1e-12, atol=1e-14)
+             t_max=8.0, n_records=17, rtol=1e-12, atol=1e-14)
     ds = run("solve", [v])
     Ws, A, data = _weights(v)
     model = SingleNeuron
     sv = model.resolve("solve", dict(
         d=d, X=data.X, y=data.y[:, 0], a0=float(A[0, 0]), w0=Ws[0][0], eta_a=0.9, eta_w=1.2,
-        t_max=8.0, n_times=17, method="numeric", rtol=1e-12, atol=1e-14))
+        t_max=8.0, n_records=17, method="numeric", rtol=1e-12, atol=1e-14))
     ref = model().solve(Batch.from_points(model, [sv]))
     mine = ds.beta.sel({"method": "numeric"}).values[0, :, :, 0]
     theirs = ref.beta.sel({"method": "numeric"}).values[0]
@@ -454,11 +454,11 @@ def test_kernel_distance_matches_explicit_jacobian() -> None:
 
 def test_gradient_descent_approaches_gradient_flow() -> None:
     base = dict(depth=2, d=3, h=3, c=2, delta=-0.2, scale=0.5, eta_a=0.8)
-    flow = run("solve", [{**base, "t_max": 5.0, "n_times": 11}])
+    flow = run("solve", [{**base, "t_max": 5.0, "n_records": 11}])
     ref = flow.beta.sel({"method": "numeric"}).values[0]
     errors = []
     for lr in (1e-2, 5e-3):
-        gd = run("train", [{**base, "lr": lr, "steps": round(5.0 / lr), "checkpoints": 11}])
+        gd = run("train", [{**base, "lr": lr, "steps": round(5.0 / lr), "n_records": 11}])
         assert gd.status.values[0] == 0
         errors.append(np.max(np.abs(gd.beta.values[0] - ref)))
         assert np.max(gd.delta_drift.values) < 1e-2  # O(lr) drift of the conserved quantity
@@ -474,7 +474,7 @@ def test_gd_divergence_is_flagged() -> None:
 
 
 def test_deep_beta_dimensions() -> None:
-    ds = run("solve", [dict(depth=2, t_max=1.0, n_times=3)])
+    ds = run("solve", [dict(depth=2, t_max=1.0, n_records=3)])
     assert ds.beta.dims == ("point", "method", "time", "dim", "output")
 
 
@@ -498,7 +498,7 @@ def test_cli_end_to_end(tmp_path: Path, cli: Any) -> None:
     """``richlazy solve linear`` writes a result file; an impossible δ exits with code 2."""
     out = tmp_path / "out.h5"
     args = ["solve", "linear", "-p", "d=3", "-p", "h=3", "-p", "c=3", "-p", "t_max=2",
-            "-p", "n_times=5", "-q"]
+            "-p", "n_records=5", "-q"]
     done = cli(*args, "-p", "delta=0.5", "-o", str(out))
     assert done.code == 0, done.err
     with xr.open_dataset(out, engine="h5netcdf") as ds:

@@ -31,7 +31,7 @@ def flow(shape: str, delta: float, seed: int, horizon: float) -> xr.Dataset:
     """One run, recorded every 0.25 time units up to ``horizon``."""
     d, c, h = SHAPES[shape]
     v = dict(init="neuron", d=d, c=c, h=h, n=d, delta=delta, scale=1e-2, seed=seed,
-             t_max=horizon, n_times=round(horizon / 0.25) + 1)
+             t_max=horizon, n_records=round(horizon / 0.25) + 1)
     return Linear().solve(Batch.from_points(Linear, [Linear.resolve("solve", v)]))
 
 
@@ -125,7 +125,7 @@ def test_job_files_cover_the_three_shapes(shape: str) -> None:
     assert params["init"] == "neuron" and params["scale"] == 1e-2
     assert params["delta_spread"] == 0.0 and params["data_kind"] == "whitened"
     assert (params["d"], params["c"], params["h"]) == SHAPES[shape]
-    assert params["t_max"] == 1200.0 and params["n_times"] == 4801
+    assert params["t_max"] == 1200.0 and params["n_records"] == 4801
     assert job.grid["delta"] == "-20,0,20"
     Linear.resolve("solve", params)
 
@@ -149,7 +149,7 @@ def test_report_draws_one_figure_for_the_shapes(cli: Any, tmp_path: Path) -> Non
         out = tmp_path / f"{name}.h5"
         res = cli("sweep", "solve", "linear", "-p", "init=neuron", "-p", f"d={d}", "-p", f"c={c}",
                   "-p", f"h={h}", "-p", f"n={d}", "-p", "scale=0.01", "-p", "t_max=4",
-                  "-p", "n_times=9", "-g", "delta=-2,0,2", "-o", out, "-q", "--jobs", "1")
+                  "-p", "n_records=9", "-g", "delta=-2,0,2", "-o", out, "-q", "--jobs", "1")
         assert res.code == 0, res.err
         outs.append(out)
     res = cli("report", *outs, "-o", tmp_path / "rep", "-q")

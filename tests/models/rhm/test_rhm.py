@@ -90,7 +90,7 @@ def test_learning_rate_schedules() -> None:
 def test_training_matches_a_plain_torch_sgd_loop() -> None:
     """The model's loop against nn.Linear layers and torch.optim.SGD, written independently."""
     common = dict(L=2, width=16, hidden_layers=2, epochs=5, test_size=100, batch=32,
-                  n_checkpoints=6,
+                  n_records=6,
                   dtype="float64", schedule="cosine_clamped")  # agree to rounding (1e-10)
     alpha, f, seed = 3.0, 0.4, 2
     ds = train([{"alpha": alpha, "train_fraction": f, "seed": seed}], **common)
@@ -140,7 +140,7 @@ def test_training_matches_a_plain_torch_sgd_loop() -> None:
     assert losses[-1] < 0.995 * losses[0]  # it trains
 
 
-CI = dict(L=3, m=2, width=32, batch=32, epochs=60, test_size=200, n_checkpoints=3)
+CI = dict(L=3, m=2, width=32, batch=32, epochs=60, test_size=200, n_records=3)
 """CI size: P_max = 8·2⁷ = 1024 inputs, 64 one-hot features (docs/rhm.md §4)."""
 
 
@@ -157,7 +157,7 @@ def test_test_accuracy_rises_with_the_training_fraction_at_ci_size() -> None:
 
 
 def test_a_configuration_does_not_depend_on_its_chunk_mates() -> None:
-    common = dict(L=2, width=16, epochs=3, test_size=100, n_checkpoints=3, batch=32)
+    common = dict(L=2, width=16, epochs=3, test_size=100, n_records=3, batch=32)
     p = {"alpha": 0.3, "train_fraction": 0.3, "seed": 1}
     alone = train([p], **common)
     mates = train([{"alpha": 10.0, "train_fraction": 0.6, "seed": 0}, p,

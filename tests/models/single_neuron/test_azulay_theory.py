@@ -224,7 +224,7 @@ def test_neuron_init_structure(d: int, h: int, c: int, delta: float, spread: flo
     # and the model's init uses it: Δ_kk from the solved file is within the spread
     ds = run(Linear, "solve", [dict(init="neuron", d=d, h=h, c=c, n=d, delta=delta,
                                     delta_spread=spread, scale=scale, eta_a=ea, eta_w=ew,
-                                    t_max=1.0, n_times=3)])
+                                    t_max=1.0, n_records=3)])
     assert list(ds["method"].values) == ["numeric"]
     assert np.all(ds.delta_drift.values <= 1e-9 * max(1.0, abs(delta)))
 
@@ -309,7 +309,7 @@ def test_proposition1_balanced_kkt(h: int) -> None:
     the KKT conditions of Q = (2/3)‖β‖^{3/2} − ‖β0‖^{−1/2}β0ᵀβ (Azulay's Prop. 1 objective is
     3/2 times this) to 1e-5, while δ = −1e-2 (h = 5) and the min-norm interpolator do not."""
     v = dict(depth=1, d=5, h=h, c=1, n=3, data_kind="gaussian", scale=0.4, seed=4,
-             t_max=400.0, n_times=11)
+             t_max=400.0, n_records=11)
     deltas = [0.0, -1e-2] if h == 5 else [0.0]
     ds = run(Linear, "solve", [{**v, "delta": x} for x in deltas])
     data = make_data(Linear.resolve("solve", v))

@@ -53,7 +53,7 @@ def solve(points: list[dict[str, Any]]) -> xr.Dataset:
 @cache
 def twenty() -> list[xr.Dataset]:
     """The twenty problems solved one by one (X differs between them)."""
-    return [solve([{**random_problem(k), "t_max": 10.0, "n_times": 201}]) for k in range(20)]
+    return [solve([{**random_problem(k), "t_max": 10.0, "n_records": 201}]) for k in range(20)]
 
 
 def null_projector(X: np.ndarray) -> np.ndarray:
@@ -188,8 +188,8 @@ def test_outputs_and_leak_one_unchanged() -> None:
     assert ds["loss"].values[0, 0, 0] == pytest.approx(0.5 * r @ r, rel=1e-12)
     assert ds["kernel_distance"].values[0, 0, 0] == pytest.approx(0.0, abs=1e-14)
     base = {k: v for k, v in p.items() if k != "leak"}
-    plain = solve([{**base, "n_times": 3, "t_max": 1.0}])
-    explicit = solve([{**base, "leak": 1.0, "n_times": 3, "t_max": 1.0}])
+    plain = solve([{**base, "n_records": 3, "t_max": 1.0}])
+    explicit = solve([{**base, "leak": 1.0, "n_records": 3, "t_max": 1.0}])
     np.testing.assert_array_equal(plain["w"].values, explicit["w"].values)
     assert "kkt_residual" not in plain
 
@@ -229,7 +229,7 @@ def test_relu_stops_at_a_dead_equilibrium(cli: Any, tmp_path: Any) -> None:
     res = cli("solve", "single-neuron", "-p", "d=6", "-p", f"X={X.tolist()}", "-p",
               f"y={','.join(map(repr, y.tolist()))}", "-p", "leak=0", "-p", "method=numeric",
               "-p", f"a0={a0!r}", "-p", f"w0={','.join(map(repr, w0.tolist()))}",
-              "-p", "n_times=5", "-o", out, "-q")
+              "-p", "n_records=5", "-o", out, "-q")
     assert res.code == 0, res.err
     ds = xr.open_dataset(out, engine="h5netcdf")
     beta = ds["beta_inf"].values
@@ -257,7 +257,7 @@ def test_relu_stops_at_a_dead_equilibrium(cli: Any, tmp_path: Any) -> None:
 def test_leaky_batch_is_bitwise_identical_to_single_points() -> None:
     """Each leaky configuration is integrated on its own, so a batch gives the same bits."""
     p = random_problem(4)
-    pts = [{**p, "a0": p["a0"] * f, "n_times": 5, "t_max": 2.0} for f in (1.0, 1.3)]
+    pts = [{**p, "a0": p["a0"] * f, "n_records": 5, "t_max": 2.0} for f in (1.0, 1.3)]
     together = solve(pts)
     for i, pt in enumerate(pts):
         alone = solve([pt])

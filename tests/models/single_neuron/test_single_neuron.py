@@ -156,13 +156,13 @@ def test_rich_regime() -> None:
 def test_delayed_rich_regime() -> None:
     """delta = -50: phi stays within 0.05 of phi(0) until t = 5, yet S(0, 2000) > 0.9 (M turns
     from rank-one along beta0 to rank-one along beta*)."""
-    ds = solve([dict(delta=-50.0, method="exact", t_max=2000.0, n_times=4001)])
+    ds = solve([dict(delta=-50.0, method="exact", t_max=2000.0, n_records=4001)])
     p = ds.sel(EXACT).isel(point=0)
     phi = p["phi"]
     assert float(abs(phi.sel(time=slice(0, 5)) - phi.isel(time=0)).max()) < 0.05
     assert float(p["kernel_distance"].isel(time=-1)) > 0.9
     # cross-check the early phase against the ODE (stiff but short)
-    ds_n = solve([dict(delta=-50.0, method="both", t_max=5.0, n_times=51)])
+    ds_n = solve([dict(delta=-50.0, method="both", t_max=5.0, n_records=51)])
     for name in ("phi", "kernel_distance"):
         diff = ds_n[name].sel(EXACT) - ds_n[name].sel(NUMERIC)
         assert float(abs(diff).max()) < 1e-8
@@ -204,7 +204,7 @@ def test_implicit_bias_large_delta_limits() -> None:
     proj = BETA0_IB + X[0] * (y[0] - X[0] @ BETA0_IB) / (X[0] @ X[0])
     along = BETA0_IB * y[0] / (X[0] @ BETA0_IB)
     ds = solve([dict(X=X1, y=Y1, beta0=BETA0_IB, delta=d, method="numeric", t_max=1.0,
-                     n_times=2) for d in (1e4, -1e4)])
+                     n_records=2) for d in (1e4, -1e4)])
     bimp = ds["beta_implicit"].values
     assert np.linalg.norm(bimp[0] - proj) < 1e-3
     assert np.linalg.norm(bimp[1] - along) < 1e-3
@@ -218,7 +218,7 @@ def test_implicit_bias_general_null_space() -> None:
     rng = np.random.default_rng(7)
     X = rng.normal(size=(3, 5))
     y = rng.normal(size=3)
-    points = [dict(d=5, X=X, y=y, a0=a0, w0=w0, method="numeric", t_max=1.0, n_times=2)
+    points = [dict(d=5, X=X, y=y, a0=a0, w0=w0, method="numeric", t_max=1.0, n_records=2)
               for a0, w0 in [(0.3, rng.normal(size=5)), (1.5, 0.3 * rng.normal(size=5)),
                              (0.8, rng.normal(size=5)), (0.05, -rng.normal(size=5))]]
     ds = solve(points)
@@ -232,7 +232,7 @@ def test_implicit_bias_general_null_space() -> None:
 def test_implicit_bias_reference_values() -> None:
     """Implicit bias (eq. (12)) with X = [1 0], y = 1: reference values."""
     pts = [dict(a0=1.5, w0=[0.3, 0.4]), dict(a0=0.3, w0=[0.3, 0.4]), dict(a0=0.2, w0=[-0.8, 0.4])]
-    ds = solve([dict(X=[[1.0, 0.0]], y=[1.0], method="numeric", t_max=1.0, n_times=2, **p)
+    ds = solve([dict(X=[[1.0, 0.0]], y=[1.0], method="numeric", t_max=1.0, n_records=2, **p)
                 for p in pts])
     expected = np.array([[1.0, 0.6389829], [1.0, 0.4], [1.0, -0.3450288]])
     np.testing.assert_allclose(ds["beta_inf"].values, expected, atol=5e-7)
@@ -250,7 +250,7 @@ def test_implicit_bias_reference_values() -> None:
 def test_balanced_reference_values() -> None:
     """Balanced closed form, reference values: eta = 1, beta* = (0,1), w0 = (-1,0), a0 = 1
     (delta = 0)."""
-    ds = solve([dict(a0=1.0, w0=[-1.0, 0.0], t_max=2.0, n_times=5)])
+    ds = solve([dict(a0=1.0, w0=[-1.0, 0.0], t_max=2.0, n_records=5)])
     for m in (EXACT, NUMERIC):
         p = ds.sel(m).isel(point=0).sel(time=[0.5, 1.0, 2.0])
         np.testing.assert_allclose(p["mu"], [0.6090918, 0.6243979, 0.8503546], atol=5e-7)
@@ -260,7 +260,7 @@ def test_balanced_reference_values() -> None:
 def test_sign_flip_reference_values() -> None:
     """Sign flip, reference values: delta = -1.21, beta* = (1,0), w0 = (-1,0.5), a0 = 0.2."""
     values = SingleNeuron.resolve("solve", dict(beta_star=[1.0, 0.0], a0=0.2, w0=[-1.0, 0.5],
-                                                t_max=3.0, n_times=4))
+                                                t_max=3.0, n_records=4))
     assert values["delta"] == pytest.approx(-1.21, abs=1e-15)
     ds = SingleNeuron().solve(Batch.from_points(SingleNeuron, [values]))
     for m in (EXACT, NUMERIC):
@@ -318,7 +318,7 @@ def test_eta_rescaling_symmetry() -> None:
     are invariant."""
     ea, ew = 3.0, 0.5
     gamma = np.sqrt(ea * ew)
-    base = dict(beta_star=[0.3, 1.0], beta0=[-0.7, -0.2], method="exact", n_times=41)
+    base = dict(beta_star=[0.3, 1.0], beta0=[-0.7, -0.2], method="exact", n_records=41)
     for delta in (-2.0, 0.0, 0.7):
         ds1 = solve([dict(base, delta=delta, eta_a=ea, eta_w=ew, t_max=4.0)])
         ds2 = solve([dict(base, delta=delta / gamma, t_max=4.0 * gamma)])
@@ -381,7 +381,8 @@ def test_whitened_X_allows_exact_and_matches_beta_star_form() -> None:
 
 # -- output schema and batching -------------------------------------------------------------
 def test_output_schema() -> None:
-    ds = solve([dict(delta=1.0, n_times=11, t_max=2.0), dict(delta=-1.0, n_times=11, t_max=2.0)])
+    ds = solve([dict(delta=1.0, n_records=11, t_max=2.0),
+                dict(delta=-1.0, n_records=11, t_max=2.0)])
     assert ds["a"].dims == ("point", "method", "time")
     assert ds["w"].dims == ("point", "method", "time", "dim")
     for name in ("a", "w", "beta", "mu", "phi", "loss", "kernel_distance", "delta_t"):
@@ -470,7 +471,7 @@ def test_cli_solve_writes_readable_file(cli: Any, tmp_path: Any) -> None:
 
     out = tmp_path / "ib.h5"
     res = cli("solve", "single-neuron", "-p", "X=[[1.0,0.0]]", "-p", "y=1", "-p", "a0=1.5",
-              "-p", "w0=0.3,0.4", "-p", "method=numeric", "-p", "n_times=5", "-o", out, "-q")
+              "-p", "w0=0.3,0.4", "-p", "method=numeric", "-p", "n_records=5", "-o", out, "-q")
     assert res.code == 0, res.err
     ds = xr.open_dataset(out, engine="h5netcdf")
     np.testing.assert_allclose(ds["beta_inf"].values, [1.0, 0.6389829], atol=5e-7)

@@ -167,8 +167,8 @@ def test_basin_score_against_numeric_flow() -> None:
 
 def test_model_outputs_basin_and_nu() -> None:
     ds = solve([
-        {"a0": 0.5, "w0": [-1.5, -0.2], "beta_star": [1.0, 1.0], "t_max": 40.0, "n_times": 81},
-        {"a0": 0.5, "w0": [1.0, -0.2], "beta_star": [1.0, 1.0], "t_max": 40.0, "n_times": 81},
+        {"a0": 0.5, "w0": [-1.5, -0.2], "beta_star": [1.0, 1.0], "t_max": 40.0, "n_records": 81},
+        {"a0": 0.5, "w0": [1.0, -0.2], "beta_star": [1.0, 1.0], "t_max": 40.0, "n_records": 81},
     ])
     assert set(ds["basin_score"].dims) == {"point"}
     assert ds["nu"].dims == ("point", "method", "time")
@@ -183,7 +183,7 @@ def test_model_outputs_basin_and_nu() -> None:
 
 def test_basin_outputs_nan_for_unwhitened_data() -> None:
     ds = solve([{"X": [[1.0, 0.5], [0.0, 2.0]], "y": [1.0, 0.5], "method": "numeric",
-                 "t_max": 2.0, "n_times": 5}])
+                 "t_max": 2.0, "n_records": 5}])
     assert np.isnan(ds["basin_score"].values).all()
     assert np.isfinite(ds["nu"].values).all()
 
@@ -197,7 +197,7 @@ def test_nu_matches_riccati_closed_form(delta: float) -> None:
     bstar = np.array([1.0, 1.0]) / np.sqrt(2.0)
     starts = [[np.cos(t), np.sin(t)] for t in FIG8_STARTS.values()] + [[1.5, 1.2]]
     pts = [{"beta0": b, "delta": delta, "beta_star": bstar.tolist(), "t_max": 10.0,
-            "n_times": 201} for b in starts]
+            "n_records": 201} for b in starts]
     ds = solve(pts)
     t = ds["time"].values
     checked = 0

@@ -139,7 +139,7 @@ def test_first_step_is_plain_gradient_descent(leak: float) -> None:
     pts = [{"tau": 0.7, "delta": 0.4, "leak": leak, "lr": 0.05},
            {"tau": 1.5, "delta": -1.0, "leak": leak, "lr": 0.02, "symmetrize": False}]
     for p in pts:
-        ds = train([p], **SMALL, steps=1, checkpoints=[0, 1], save_params=True, seed=5)
+        ds = train([p], **SMALL, steps=1, records=[0, 1], save_params=True, seed=5)
         W0, a0 = ds.W.values[0, 0], ds.a.values[0, 0]
         X = kern.sphere(rng(5, "data"), SMALL["n"], SMALL["d"])
         tw = kern.sphere(rng(5, "teacher"), SMALL["k"], SMALL["d"])
@@ -160,7 +160,7 @@ def test_many_steps_match_a_plain_numpy_loop() -> None:
     # eqs. (3)-(4) repeated, against the compiled loop that runs many steps per call
     p = {"tau": 0.6, "delta": -0.3, "leak": 0.1, "lr": 0.05}
     steps = 25
-    ds = train([p], **SMALL, steps=steps, checkpoints=[0, steps], save_params=True, seed=5)
+    ds = train([p], **SMALL, steps=steps, records=[0, steps], save_params=True, seed=5)
     W, a = ds.W.values[0, 0].copy(), ds.a.values[0, 0].copy()
     X = kern.sphere(rng(5, "data"), SMALL["n"], SMALL["d"])
     prob = kern.make_problem(5, SMALL["d"], SMALL["h"], SMALL["k"], SMALL["n"], 1, True)
@@ -230,7 +230,7 @@ def test_metrics_match_independent_computation() -> None:
     # kernel distance, Hamming fraction, parameter distance and both losses recomputed from
     # the saved parameters with explicit Jacobians and plain formulas
     pts = [{"tau": 0.2, "delta": 1.0}, {"tau": 0.3, "delta": -0.5, "leak": 0.1}]
-    ds = train(pts, **SMALL, steps=300, n_checkpoints=6, lr=0.05, save_params=True, seed=7)
+    ds = train(pts, **SMALL, steps=300, n_records=6, lr=0.05, save_params=True, seed=7)
     X = kern.sphere(rng(7, "data"), SMALL["n"], SMALL["d"])
     Xt = kern.sphere(rng(7, "test"), SMALL["n_test"], SMALL["d"])
     gt = rng(7, "teacher")
@@ -264,7 +264,7 @@ def test_recomputed_initial_kernel_equals_the_stored_one(dtype: str, monkeypatch
     from richlazy_cli.models.two_layer import model as two_layer
 
     pts = [{"tau": 0.3, "delta": 0.5}, {"tau": 1.0, "delta": -0.2, "leak": 0.1}]
-    common = dict(d=10, h=8, k=2, n=300, n_test=20, steps=40, n_checkpoints=5, seed=3,
+    common = dict(d=10, h=8, k=2, n=300, n_test=20, steps=40, n_records=5, seed=3,
                   dtype=dtype)
     stored = train(pts, **common)
     monkeypatch.setattr(two_layer, "_K0_STORE_BYTES", 0)
@@ -291,7 +291,7 @@ def test_lazy_versus_rich() -> None:
     # a reduced Fig. 1b setting: d = 20, h = 50, n = 200, 1000 steps, paper lr 5e-3 / tau^2
     pts = [{"tau": 2.0, "delta": 0.0}, {"tau": 2.0, "delta": 1.0},
            {"tau": 0.1, "delta": 1.0}, {"tau": 0.1, "delta": -1.0}]
-    ds = train(pts, d=20, h=50, n=200, n_test=2000, steps=1000, n_checkpoints=5, seed=0)
+    ds = train(pts, d=20, h=50, n=200, n_test=2000, steps=1000, n_records=5, seed=0)
     S = ds.kernel_distance.values[:, -1]
     test = ds.test_loss.values[:, -1]
     assert np.all(ds.status.values == 0)
@@ -322,7 +322,7 @@ def assert_same(ds_a: Any, i: int, ds_b: Any, j: int) -> None:
 @pytest.mark.parametrize("size", [dict(d=7, h=6, k=2, n=23, n_test=30),
                                   dict(d=100, h=50, k=3, n=1000, n_test=100)])
 def test_alone_and_in_batch_are_bitwise_identical(dtype: str, size: dict[str, int]) -> None:
-    common = dict(size, dtype=dtype, steps=30, n_checkpoints=4, save_params=True, seed=2)
+    common = dict(size, dtype=dtype, steps=30, n_records=4, save_params=True, seed=2)
     batch = train(BATCH_POINTS, **common)
     order = [3, 0, 4, 2, 1]
     shuffled = train([BATCH_POINTS[i] for i in order], **common)
@@ -337,8 +337,8 @@ def test_checkpoints_do_not_change_the_trajectory() -> None:
     where the ranges are cut must not change a bit of the trajectory."""
     common = dict(SMALL, steps=45, save_params=True, seed=9)
     pts = [{"tau": 0.3, "delta": 0.5}, {"tau": 1.2, "delta": -0.4, "leak": 0.1}]
-    coarse = train(pts, **common, checkpoints=[0, 45])
-    fine = train(pts, **common, checkpoints=[0, 1, 2, 7, 13, 29, 44, 45])
+    coarse = train(pts, **common, records=[0, 45])
+    fine = train(pts, **common, records=[0, 1, 2, 7, 13, 29, 44, 45])
     for name in ("W", "a", "train_loss", "kernel_distance"):
         x = coarse[name].sel(step=[0, 45]).values
         y = fine[name].sel(step=[0, 45]).values
@@ -349,7 +349,7 @@ def test_float32_tracks_float64() -> None:
     """float32 training (and float32 products in the metrics, summed in float64) stays close
     to float64, down to the lazy regime's small kernel distances (S ~ 4e-4 here)."""
     pts = [{"tau": 0.5, "delta": 0.5}, {"tau": 1.5, "delta": -0.5}, {"tau": 2.0, "delta": 0.0}]
-    common = dict(d=20, h=50, n=200, n_test=500, steps=300, n_checkpoints=4, seed=4)
+    common = dict(d=20, h=50, n=200, n_test=500, steps=300, n_records=4, seed=4)
     d64 = train(pts, **common)
     d32 = train(pts, **common, dtype="float32")
     np.testing.assert_allclose(d32.train_loss.values, d64.train_loss.values, rtol=1e-3)
@@ -365,7 +365,7 @@ def test_float32_tracks_float64() -> None:
 def test_divergent_configuration_is_frozen_and_others_unaffected() -> None:
     good = {"tau": 0.5, "delta": 0.0}
     bad = {"tau": 0.5, "delta": 0.0, "lr": 50.0}
-    common = dict(SMALL, steps=200, n_checkpoints=8, save_params=True, seed=6)
+    common = dict(SMALL, steps=200, n_records=8, save_params=True, seed=6)
     both = train([bad, good], **common)
     alone = train([good], **common)
     assert list(both.status.values) == [1, 0]
@@ -392,7 +392,7 @@ def test_bad_input_names_the_parameter() -> None:
         TwoLayer.resolve("train", {"h": 7})
     TwoLayer.resolve("train", {"h": 7, "symmetrize": False})
     with pytest.raises(BadInput, match="parameter records"):
-        TwoLayer.resolve("train", {"steps": 10, "checkpoints": [0, 11]})
+        TwoLayer.resolve("train", {"steps": 10, "records": [0, 11]})
 
 
 def test_dataset_schema() -> None:
@@ -408,7 +408,7 @@ def test_dataset_schema() -> None:
 
 
 def test_blas_thread_count_does_not_change_results() -> None:
-    common = dict(d=100, h=50, n=1000, n_test=50, steps=5, n_checkpoints=2, seed=8)
+    common = dict(d=100, h=50, n=1000, n_test=50, steps=5, n_records=2, seed=8)
     p = {"tau": 0.5, "delta": 0.5}
     one = train([p], **common)
     with threadpool_limits(2):
@@ -420,7 +420,7 @@ def test_paper_size_kernel_distance_after_1000_steps() -> None:
     # at the paper's size, one seed, after 1,000 steps S ~ 2e-4 at tau = 2 and
     # S ~ 0.13-0.24 at tau = 0.1, delta = +1
     ds = train([{"tau": 2.0, "delta": 0.0}, {"tau": 0.1, "delta": 1.0}], n_test=1000,
-               steps=1000, checkpoints=[0, 1000], seed=0)
+               steps=1000, records=[0, 1000], seed=0)
     S = ds.kernel_distance.values[:, -1]
     assert 5e-5 < S[0] < 1e-3
     assert 0.1 < S[1] < 0.3

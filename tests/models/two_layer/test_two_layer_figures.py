@@ -103,7 +103,7 @@ def test_xor_data() -> None:
 
 
 def test_npz_data_reproduces_the_teacher_run(tmp_path: Any) -> None:
-    common = dict(d=5, h=6, k=2, n=16, n_test=24, steps=30, n_checkpoints=4, tau=0.5,
+    common = dict(d=5, h=6, k=2, n=16, n_test=24, steps=30, n_records=4, tau=0.5,
                   delta=0.3, seed=2)
     p = kern.make_problem(2, 5, 6, 2, 16, 24, True)
     path = tmp_path / "data.npz"
@@ -118,7 +118,7 @@ def test_npz_data_reproduces_the_teacher_run(tmp_path: Any) -> None:
 
 def test_outputs_schema_and_initial_values() -> None:
     ds = train([{"tau": 0.3, "delta": 0.5}, {"tau": 0.3, "delta": -0.5}], d=2, h=8, k=2, n=10,
-               n_test=20, steps=40, n_checkpoints=5, data="xor", save_surface=True)
+               n_test=20, steps=40, n_records=5, data="xor", save_surface=True)
     for name in ("direction_change", "preconditioner_drift", "partition_change", "n_regions",
                  "output_sup"):
         assert ds[name].dims == ("point", "step")
@@ -155,7 +155,7 @@ def test_bad_inputs(cli: Any, tmp_path: Any) -> None:
     _bad(cli, tmp_path, "data=xor", "d=3")
     _bad(cli, tmp_path, "save_surface=true", "d=5")
     _bad(cli, tmp_path, "data=npz", f"data_file={good}", "d=4")  # X has 3 columns
-    _bad(cli, tmp_path, "checkpoints=0,3,9")  # outside [0, steps]
+    _bad(cli, tmp_path, "records=0,3,9")  # outside [0, steps]
     _bad(cli, tmp_path, "data=npz")  # no file
     _bad(cli, tmp_path, f"data_file={good}", "d=3")  # a file the teacher data would ignore
     _bad(cli, tmp_path, "data=npz", f"data_file={noy}", "d=3")
@@ -171,7 +171,7 @@ def test_bad_inputs(cli: Any, tmp_path: Any) -> None:
 
 # -- Fig. 1a: upstream neurons turn, downstream and lazy ones do not ---------------
 FIG1A = dict(d=2, h=50, k=3, n=20, n_test=1000, lr=1e-4, lr_scaling="none",
-             n_checkpoints=21, seed=0)
+             n_records=21, seed=0)
 
 
 def test_fig1a_direction_change_ci() -> None:
@@ -210,7 +210,7 @@ def test_fig1a_alignment_mean_over_seeds() -> None:
 
 # -- §5 / Fig. 5b: upstream moves activations, downstream moves parameters -----------------------
 FIG5B = dict(d=20, h=50, k=3, n=200, n_test=1000, lr=5e-3, tau=0.1, steps=5000,
-             n_checkpoints=41)
+             n_records=41)
 
 
 def test_fig5b_orderings_and_frozen_downstream_partition() -> None:
@@ -247,7 +247,7 @@ def test_fig10_reduced_late_training_changes_nothing_but_the_train_loss() -> Non
     test loss and the kernel distance barely move (small tau)."""
     grid = [(0.1, d) for d in (-1.0, 0.0, 1.0)]
     ds = train([{"tau": t, "delta": d} for t, d in grid],
-               **{**FIG5B, "steps": 100_000, "checkpoints": [10_000, 100_000]}, seed=0)
+               **{**FIG5B, "steps": 100_000, "records": [10_000, 100_000]}, seed=0)
     tr, te, S = (ds[n].values for n in ("train_loss", "test_loss", "kernel_distance"))
     assert np.all(tr[:, 1] <= 0.5 * tr[:, 0]), tr
     assert np.all(np.abs(te[:, 1] - te[:, 0]) <= 0.1 * te[:, 0]), te
@@ -268,7 +268,7 @@ def xor_checkpoints(steps: int) -> list[int]:
 def _xor_run(steps: int, seed: int = 0) -> Any:
     return train([{"tau": t, "delta": d} for t, d in XOR_CONFIGS.values()],
                  d=2, h=50, k=3, n=40, n_test=720, lr=1e-3, data="xor", xor_labels="smooth",
-                 steps=steps, checkpoints=xor_checkpoints(steps), seed=seed)
+                 steps=steps, records=xor_checkpoints(steps), seed=seed)
 
 
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow),

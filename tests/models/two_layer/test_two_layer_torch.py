@@ -41,18 +41,18 @@ def train(points: list[dict[str, Any]], **common: Any) -> xr.Dataset:
 
 @pytest.fixture(scope="module")
 def paper_size() -> dict[str, xr.Dataset]:
-    common = dict(PAPER, steps=200, n_checkpoints=8, seed=3)
+    common = dict(PAPER, steps=200, n_records=8, seed=3)
     with threadpool_limits(1):
         return {
-            (backend, dtype): train(POINTS, backend=backend, dtype=dtype, **common)
-            for backend in ("numpy", "torch") for dtype in ("float64", "float32")
+            (impl, dtype): train(POINTS, implementation=impl, dtype=dtype, **common)
+            for impl in ("numba", "torch") for dtype in ("float64", "float32")
         }
 
 
 @pytest.mark.integration
 def test_float64_agrees_with_numpy_at_the_papers_size(paper_size: dict[Any, xr.Dataset]
                                                      ) -> None:
-    ref, got = paper_size["numpy", "float64"], paper_size["torch", "float64"]
+    ref, got = paper_size["numba", "float64"], paper_size["torch", "float64"]
     for name in METRICS:
         # relative 1e-10; the kernel distance also absolutely (S(0,t) ≈ 1e-16 near t = 0 is
         # the rounding of 1 − ⟨K0,Kt⟩/(‖K0‖‖Kt‖) itself)
@@ -65,8 +65,8 @@ def test_float64_agrees_with_numpy_at_the_papers_size(paper_size: dict[Any, xr.D
 @pytest.mark.integration
 def test_float32_agrees_as_closely_as_float32_tracks_float64(
         paper_size: dict[Any, xr.Dataset]) -> None:
-    ref64 = paper_size["numpy", "float64"]
-    ref, got = paper_size["numpy", "float32"], paper_size["torch", "float32"]
+    ref64 = paper_size["numba", "float64"]
+    ref, got = paper_size["numba", "float32"], paper_size["torch", "float32"]
     for name in METRICS:
         r, g, r64 = ref[name].values, got[name].values, ref64[name].values
         bound = 1e-4 * np.maximum(1.0, np.abs(r)) + 3.0 * np.abs(r - r64)
@@ -76,10 +76,10 @@ def test_float32_agrees_as_closely_as_float32_tracks_float64(
 def test_divergence_is_isolated_per_configuration() -> None:
     good = {"tau": 0.5, "delta": 0.0}
     bad = {"tau": 0.5, "delta": 0.0, "lr": 50.0}
-    common = dict(d=6, h=8, k=2, n=15, n_test=40, steps=200, n_checkpoints=8, save_params=True,
+    common = dict(d=6, h=8, k=2, n=15, n_test=40, steps=200, n_records=8, save_params=True,
                   seed=6)
-    both = train([bad, good], backend="torch", **common)
-    alone = train([good], backend="torch", **common)
+    both = train([bad, good], implementation="torch", **common)
+    alone = train([good], implementation="torch", **common)
     ref = train([bad, good], **common)
     assert list(both.status.values) == [1, 0]
     for name in (*METRICS, "W", "a"):
@@ -92,8 +92,8 @@ def test_divergence_is_isolated_per_configuration() -> None:
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_alone_and_in_batch_are_bitwise_identical_on_the_cpu(dtype: str) -> None:
-    common = dict(d=12, h=10, k=2, n=60, n_test=50, steps=60, n_checkpoints=6, seed=2,
-                  backend="torch", dtype=dtype, leak=0.1)
+    common = dict(d=12, h=10, k=2, n=60, n_test=50, steps=60, n_records=6, seed=2,
+                  implementation="torch", dtype=dtype, leak=0.1)
     batch = train(POINTS, **common)
     for i, p in enumerate(POINTS):
         alone = train([p], **common)
@@ -104,7 +104,7 @@ def test_alone_and_in_batch_are_bitwise_identical_on_the_cpu(dtype: str) -> None
 
 @pytest.mark.system
 def test_sweeps_with_different_jobs_are_bitwise_identical(tmp_path: Any) -> None:
-    args = ["sweep", "train", "two-layer", "-p", "backend=torch", "-p", "d=8", "-p", "h=6",
+    args = ["sweep", "train", "two-layer", "-p", "implementation=torch", "-p", "d=8", "-p", "h=6",
             "-p", "n=30", "-p", "n_test=20", "-p", "steps=40", "-g", "tau=0.5,1,2",
             "-g", "delta=-1,0,1", "-g", "seed=0,1", "-q"]
     outs = []
@@ -120,7 +120,7 @@ def test_sweeps_with_different_jobs_are_bitwise_identical(tmp_path: Any) -> None
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
 def test_cuda_without_a_gpu_is_bad_input(tmp_path: Any, cli: Any) -> None:
     out = tmp_path / "x.h5"
-    result = cli("train", "two-layer", "-p", "backend=torch", "-p", "device=cuda",
+    result = cli("train", "two-layer", "-p", "implementation=torch", "-p", "device=cuda",
                  "-p", "steps=2", "-o", out)
     assert_one_line_error(result)
     assert "cuda" in result.err and not out.exists()
@@ -130,14 +130,14 @@ def test_cuda_with_the_numpy_backend_is_bad_input(tmp_path: Any, cli: Any) -> No
     out = tmp_path / "x.h5"
     result = cli("train", "two-layer", "-p", "device=cuda", "-p", "steps=2", "-o", out)
     assert_one_line_error(result)
-    assert "backend" in result.err and not out.exists()
+    assert "implementation" in result.err and not out.exists()
 
 
 def test_geometric_outputs_and_xor_data_agree_with_numpy() -> None:
-    common = dict(d=2, h=8, n=40, n_test=30, steps=150, n_checkpoints=6, seed=4, data="xor",
+    common = dict(d=2, h=8, n=40, n_test=30, steps=150, n_records=6, seed=4, data="xor",
                   save_surface=True, leak=0.05)
     ref = train(POINTS[:3], **common)
-    got = train(POINTS[:3], backend="torch", **common)
+    got = train(POINTS[:3], implementation="torch", **common)
     names = [v for v in ref.data_vars if v not in ("status",)]
     assert {"partition_change", "n_regions", "output_sup", "surface", "parity"} <= set(names)
     for name in names:
@@ -149,9 +149,9 @@ def test_geometric_outputs_and_xor_data_agree_with_numpy() -> None:
 
 
 def test_teacher_alignment_agrees_with_numpy() -> None:
-    common = dict(d=8, h=6, k=2, n=30, n_test=20, steps=100, n_checkpoints=5, seed=1)
+    common = dict(d=8, h=6, k=2, n=30, n_test=20, steps=100, n_records=5, seed=1)
     ref = train(POINTS[:2], **common)
-    got = train(POINTS[:2], backend="torch", **common)
+    got = train(POINTS[:2], implementation="torch", **common)
     for name in ("teacher_alignment", "direction_change", "preconditioner_drift"):
         np.testing.assert_allclose(got[name].values, ref[name].values, rtol=1e-10, atol=1e-12,
                                    err_msg=name)
