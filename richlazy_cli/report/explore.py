@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import xarray as xr
@@ -59,6 +60,7 @@ THEORY = ("exact", "theory")
 _LOSS = re.compile(r"(^|_)loss($|_)")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.+-]")
 MAX_TICKS = 9
+MAX_LEGEND = 10  # seeds named in the colour legend above the curves
 
 
 @dataclass
@@ -215,6 +217,20 @@ def _curve_x(rf: ResultFile, cells: _Cells, tdim: str) -> np.ndarray:
     return _coord(rf, tdim).astype(np.float32)
 
 
+def _log_time(rf: ResultFile, tdim: str) -> bool:
+    """A logarithmic time axis: the report's rule (:func:`.data.is_log_spaced`), or positive
+    times (a checkpoint at 0 aside) spanning two decades or more that are not evenly spaced
+    (integer-rounded geometric checkpoints 0, 1, 2, 3, 4, 7, 11, ..., 10^4)."""
+    if is_log_spaced(rf, tdim):
+        return True
+    t = np.unique(np.asarray(_coord(rf, tdim), dtype=float))
+    t = t[np.isfinite(t) & (t > 0)]
+    if t.size < 3 or t[-1] / t[0] < 100:
+        return False
+    steps = np.diff(t)
+    return not np.allclose(steps, steps[0], rtol=1e-6)
+
+
 def _trajectories(rf: ResultFile, cells: _Cells, tdim: str | None) -> _Trajectories | None:
     ds = rf.ds
     if ds.sizes.get("dim") != 2 or tdim is None:
@@ -292,7 +308,7 @@ def gather(rf: ResultFile, x: str, y: str, at: dict[str, int] | None = None,
             if key not in panels:
                 title = "losses" if key == "losses" else user_name(name)
                 panels[key] = _Panel(key, title, user_name(vt, dimension=True),
-                                     is_log_spaced(rf, vt))
+                                     _log_time(rf, vt))
             dashed = method in THEORY or any(t in name for t in THEORY)
             panels[key].series.append(_Series(
                 f"{user_name(name)}{suffix}", method or user_name(name), dashed,
@@ -338,13 +354,13 @@ lin_r.visible = lin_bar.visible = !log; log_r.visible = log_bar.visible = log;
 const value = Array.from({length: n}, (_, i) => vals[v][t * n + i]);
 src.data = Object.assign({}, src.data, {value});
 sel_t.disabled = nt <= 1;
-heat_fig.title.text = labels[v] + (nt > 1 ? " at " + sel_t.options[t][1] : "");
+heat_fig.title.text = keys[v] + (nt > 1 ? " at " + sel_t.options[t][1] : "");
 for (const s of spans) s.location = times.length ? times[Number(sel_t.value)] : null;
 """
 SHOW_JS = """
 const c = src.selected.indices.length ? src.selected.indices[0] : -1;
 if (c < 0) return;
-const take = (a, b, n) => Array.from({length: n}, (_, i) => a[b + i]);
+const take = (a, b, n) => Array.from({length: n}, (_, i) => a[b + i]), ylim = new Map();
 for (let i = 0; i < srcs.length; i++) {
   const nt = nts[i], v = vals[i], x = xs[i], per = x.length > nt;
   const data = {xs: [], ys: [], color: [], seed: []};
@@ -355,8 +371,16 @@ for (let i = 0; i < srcs.length; i++) {
     data.color.push(palette[k % palette.length]); data.seed.push(seeds[k]);
   }
   srcs[i].data = data;
+  if (yr[i] !== null) {  // a log axis: at most DECADES below the largest value
+    let [lo, hi] = ylim.get(yr[i]) ?? [Infinity, -Infinity];
+    for (const row of data.ys) for (const y of row)
+      if (y > 0 && isFinite(y)) { lo = Math.min(lo, y); hi = Math.max(hi, y); }
+    ylim.set(yr[i], [lo, hi]);
+  }
 }
-info.text = "<b>" + src.data.where[c] + "</b>";
+for (const [r, [lo, hi]] of ylim)
+  if (hi > 0) { r.start = Math.max(lo, hi * 10 ** -decades) / 1.5; r.end = hi * 1.5; }
+info.text = "<b>" + src.data.where[c] + "</b>" + legend;
 if (traj !== null) {
   const k = Math.min(Number(sel_seed.value), tns - 1), data = {xs: [], ys: [], color: []};
   for (let l = 0; l < tl; l++) {
@@ -372,6 +396,9 @@ HASH_JS = """
 const key = decodeURIComponent(window.location.hash.slice(1));
 if (keys.includes(key)) sel_var.value = key;
 """
+DECADES = 12
+"""A logarithmic value axis stops this many decades below its largest value, as the static
+figures' do (docs/figures.md: integrator round-off is not dynamics)."""
 DASHES = ("solid", "dotted", "dotdash", "dashdot")  # the series of a panel that are not theory
 
 
@@ -389,7 +416,8 @@ bk = _Bokeh()
 def _ticks(values: np.ndarray) -> tuple[list[int], dict[int, str]]:
     step = max(1, -(-values.size // MAX_TICKS))
     ticks = list(range(0, values.size, step))
-    return ticks, {i: format_value(values[i]) for i in ticks}
+    return ticks, {i: f"{float(values[i]):.3g}" if np.issubdtype(values.dtype, np.number)
+                   else str(values[i]) for i in ticks}
 
 
 def _axis_label(rf: ResultFile, dim: str) -> str:
@@ -428,7 +456,7 @@ def _heat_figure(ex: Explore, src: Any) -> tuple[Any, dict[str, Any]]:
         "log_map": m.LogColorMapper(viridis, low=first.low[t0], high=first.high[t0],
                                   nan_color="#d9d9d9"),
     }
-    fig = figure(width=470, height=430, title=first.label, tools="tap,reset,save", name="heat",
+    fig = figure(width=470, height=430, title=first.key, tools="tap,reset,save", name="heat",
                  x_range=(-0.5, cells.nx - 0.5), y_range=(-0.5, cells.ny - 0.5),
                  toolbar_location="above")
     for scale in ("lin", "log"):
@@ -454,6 +482,8 @@ def _heat_figure(ex: Explore, src: Any) -> tuple[Any, dict[str, Any]]:
         axis.ticker = m.FixedTicker(ticks=ticks)
         axis.major_label_overrides = labels  # type: ignore[assignment]
         axis.axis_label = _axis_label(ex.rf, dim)
+    if cells.nx > 6:
+        fig.xaxis.major_label_orientation = 0.8  # radians: long values side by side
     fig.grid.visible = False
     return fig, models
 
@@ -465,7 +495,8 @@ def _panel_figures(ex: Explore, start: int, seeds: list[str]
     m, figure = bk.models, bk.plotting.figure
 
     figs: list[Any] = []
-    lists: dict[str, list[Any]] = {"srcs": [], "vals": [], "xs": [], "nts": [], "spans": []}
+    lists: dict[str, list[Any]] = {"srcs": [], "vals": [], "xs": [], "nts": [], "yr": [],
+                                   "spans": []}
     for p in ex.panels:
         finite = np.concatenate([s.values[np.isfinite(s.values)] for s in p.series])
         log_y = wants_log(finite)
@@ -475,11 +506,18 @@ def _panel_figures(ex: Explore, start: int, seeds: list[str]
             pos = xall[np.isfinite(xall) & (xall > 0)]
             if pos.size:
                 ranges["x_range"] = m.Range1d(float(pos.min()), float(pos.max()))
+        if log_y:  # as the static report: at most DECADES below the largest value
+            ys = np.concatenate([s.values[start].ravel() for s in p.series])
+            ys = ys[np.isfinite(ys) & (ys > 0)]
+            top = float(ys.max()) if ys.size else 1.0
+            low = max(float(ys.min()), top * 10.0**-DECADES) if ys.size else 0.1
+            ranges["y_range"] = m.Range1d(low / 1.5, top * 1.5)
         f = figure(width=330, height=240, title=p.title, name=f"panel-{p.key}",
                    x_axis_type="log" if p.log_x else "linear",
                    y_axis_type="log" if log_y else "linear",
                    tools="pan,box_zoom,wheel_zoom,reset,save", **ranges)
         f.xaxis.axis_label = p.x_label
+        f.title.text_font_size = "8pt"
         plain = iter(DASHES)
         styles = []
         for s in p.series:
@@ -492,6 +530,7 @@ def _panel_figures(ex: Explore, start: int, seeds: list[str]
             lists["vals"].append(s.values.ravel())
             lists["xs"].append(s.x.ravel())
             lists["nts"].append(int(s.values.shape[-1]))
+            lists["yr"].append(ranges.get("y_range"))
         if len(p.series) > 1:
             f.title.text = f"{p.title}: {', '.join(styles)}"
         f.add_tools(m.HoverTool(tooltips=[("", "@seed"), ("x", "$data_x{%.4g}"),
@@ -535,7 +574,7 @@ def render(ex: Explore) -> str:
                    options=t_options or [("0", "-")], width=220, name="checkpoint",
                    disabled=len(first.log) <= 1)
     if len(first.log) > 1:
-        heat_fig.title.text = f"{first.label} at {t_options[-1][1]}"
+        heat_fig.title.text = f"{first.key} at {t_options[-1][1]}"
 
     seeds = [f"seed {s}" for s in cells.seeds] or [""]
     panel_figs, lists = _panel_figures(ex, start, seeds)
@@ -550,11 +589,14 @@ def render(ex: Explore) -> str:
                           tools="pan,box_zoom,wheel_zoom,reset,save", name="panel-trajectories")
         traj_fig.multi_line("xs", "ys", source=traj_src, line_color="color", line_width=1.0)
         traj_fig.xaxis.axis_label = traj.legend
-    info = m.Div(text=f"<b>{where[start]}</b>", width=700, name="info")
+    legend = "".join(f" &nbsp;<span style='color:{PALETTE[k % len(PALETTE)]}'>━ {escape(s)}"
+                     "</span>" for k, s in enumerate(seeds[:MAX_LEGEND]) if s)
+    info = m.Div(text=f"<b>{where[start]}</b>{legend}", width=700, name="info")
     show = m.CustomJS(args={
         "src": src, **{k: v for k, v in lists.items() if k != "spans"},
         "ns": ex.panels[0].series[0].values.shape[1] if ex.panels else 1,
-        "palette": list(PALETTE), "seeds": seeds, "info": info,
+        "palette": list(PALETTE), "seeds": seeds, "info": info, "decades": DECADES,
+        "legend": legend,
         "traj": traj_src, "sel_seed": sel_seed,
         "tx": traj.x.ravel() if traj else None, "ty": traj.y.ravel() if traj else None,
         "tc": traj.colour.ravel() if traj else None,
@@ -564,7 +606,7 @@ def render(ex: Explore) -> str:
     src.selected.js_on_change("indices", show)
     sel_seed.js_on_change("value", show)
     update = m.CustomJS(args={
-        "src": src, "keys": keys, "labels": [h.label for h in ex.heat],
+        "src": src, "keys": keys,
         "vals": [h.values.ravel() for h in ex.heat], "nts": [len(h.log) for h in ex.heat],
         "logs": [h.log for h in ex.heat], "lows": [h.low for h in ex.heat],
         "highs": [h.high for h in ex.heat], "sel_var": sel_var, "sel_t": sel_t,
@@ -622,5 +664,13 @@ def write_explore(rf: ResultFile, out_dir: Path, x: str | None = None, y: str | 
     return path
 
 
-__all__ = ["MAX_BYTES", "Explore", "explore_axes", "gather", "page_name", "render",
-           "write_explore"]
+def link_html(page: str, var: str | None = None) -> str:
+    """The line under a static phase diagram that links its interactive view (``page``,
+    relative to the index), opened on ``var`` where given."""
+    href = page + (f"#{quote(var)}" if var else "")
+    return (f'<p class="explore"><a href="{escape(href)}">Interactive view</a>: hover a cell, '
+            "tap it for its curves</p>")
+
+
+__all__ = ["MAX_BYTES", "Explore", "explore_axes", "gather", "link_html", "page_name",
+           "render", "write_explore"]
