@@ -2,4 +2,6 @@
 
 :mod:`.runge_kutta`: batched embedded Runge–Kutta pairs (Dormand–Prince 5(4), Bogacki–Shampine
 3(2)) on torch devices, the tableau as data and the step-size control written once.
+:mod:`.krylov`: a stiff solver, CVODE's BDF with a matrix-free Newton–GMRES solve on a
+Jacobian–vector product (docs/hermite.md, "Integrators").
 """
