@@ -186,19 +186,22 @@ def store_verify(
     path: Annotated[Path, typer.Argument(metavar="FILE", help="Result file.")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Check schema and completeness; exit 1 with the reason when incomplete or unreadable."""
-    from ..engine.store import verify
+    """Check schema, completeness and data (each variable against its checksum, status
+    against errors and non-finite values); exit 1 with the reasons when anything is wrong."""
+    from ..engine.store import verify_report
 
+    notes: list[str] = []
     try:
-        problems = verify(path)
+        problems, notes = verify_report(path)
     except BadInput as exc:
         problems = [str(exc)]
     if as_json:
-        print_json({"file": str(path), "ok": not problems, "problems": problems})
+        print_json({"file": str(path), "ok": not problems, "problems": problems,
+                    "notes": notes})
     elif problems:
         print(f"richlazy: {path}: {'; '.join(problems)}", file=sys.stderr)
     else:
-        print(f"{path}: ok")
+        print(f"{path}: ok" + "".join(f" (note: {n})" for n in notes))
     if problems:
         raise typer.Exit(ExitCode.FAILED_POINTS)
 

@@ -53,7 +53,7 @@ from .. import __version__
 from ..errors import UNREADABLE, BadInput, Status, point_counts
 from ..params import jsonable
 from ..userfiles import open_regular, regular_file
-from . import interrupts
+from . import checksums, interrupts
 from .cf import from_cf, to_cf
 from .chunk import _fill_value
 
@@ -313,6 +313,8 @@ def atomic_write(path: Path, write: Any) -> None:
 def _encodable(ds: xr.Dataset) -> xr.Dataset:
     """Object (string) arrays as fixed-width unicode, which h5netcdf writes portably."""
     out = ds.drop_encoding()  # a result read back keeps its file's encoding otherwise
+    # the checksums of a file read back describe that file: this one gets its own
+    out.attrs = {k: v for k, v in out.attrs.items() if k != checksums.ATTRIBUTE}
     for name, item in list(out.variables.items()):
         if item.dtype == object:
             out[name] = item.astype(str)
@@ -346,6 +348,7 @@ def write_result(ds: xr.Dataset, path: Path, force: bool = False, compress: bool
 
     def write(tmp: Path) -> None:
         ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=False, encoding=enc)
+        checksums.add(tmp)  # read back: each variable's SHA-256 as it lies in the file
 
     try:
         atomic_write(path, lambda tmp: _isolated(write, tmp))
@@ -448,6 +451,7 @@ def open_result(path: Path, load: bool = True) -> xr.Dataset:
         raise BadInput(f"{path}: cannot be read ({type(exc).__name__}: {exc})") from None
     if "richlazy_version" not in ds.attrs or "model" not in ds.attrs:
         raise BadInput(f"{path} is an HDF5 file but not a richlazy result")
+    ds.attrs.pop(checksums.ATTRIBUTE, None)  # they describe the file, not the data read
     return from_cf(ds)
 
 
@@ -568,14 +572,46 @@ def dataset_counts(ds: xr.Dataset) -> dict[str, int]:
 
 
 def verify(path: Path) -> list[str]:
-    """Problems with a result file (schema, completeness, consistency); empty when sound.
+    """Problems with a result file (:func:`verify_report`); empty when sound."""
+    return verify_report(path)[0]
+
+
+def verify_report(path: Path) -> tuple[list[str], list[str]]:
+    """``(problems, notes)`` of a result file: schema, completeness, consistency and data.
 
     Besides the schema and ``status``, it checks that the grid coordinates are those of the
     ``grid`` attribute, or a subset of them in order (a CF subset, such as ``ncks -d`` or
     ``ds.isel`` writes; when the model is known here) and that the ``fingerprint`` matches the
-    model, action, parameters, grid and recorded inputs.
+    model, action, parameters, grid and recorded inputs. It reads the data: every variable
+    against the checksum and the variable set recorded at the write (:mod:`.checksums`; a file
+    written before them gets a note instead), ``status`` against the ``errors`` attribute
+    (each failed point has its entry, no point that succeeded has one) and every point of
+    status 0 against non-finite values (outside variables whose ``nan_meaning`` or
+    ``padding`` says what a NaN there means).
     """
-    ds = open_result(path)
+    path = Path(path)
+    try:
+        ds = open_result(path)
+    except BadInput:
+        if not is_hdf5(path):
+            raise
+        damaged, _ = _data_problems(path)  # name the damaged variable when there is one
+        if damaged:
+            return damaged, []
+        raise
+    problems = _schema_problems(ds)
+    data, notes = _data_problems(path)
+    return problems + data + _status_problems(ds), notes
+
+
+def _data_problems(path: Path) -> tuple[list[str], list[str]]:
+    try:
+        return checksums.check(path)
+    except UNREADABLE as exc:
+        return [f"cannot be read for its checksums ({type(exc).__name__}: {exc})"], []
+
+
+def _schema_problems(ds: xr.Dataset) -> list[str]:
     problems = [f"missing attribute {a}" for a in REQUIRED_ATTRS if a not in ds.attrs]
     for name in ("params", "grid", "command", "versions", "inputs", "history"):
         if name in ds.attrs and json_attr(ds, name) is None:
@@ -615,6 +651,105 @@ def verify(path: Path) -> list[str]:
         if not int(ds.attrs.get("complete", 0)) and not counts["missing"]:
             problems.append("the file is marked incomplete")
     return problems
+
+
+def _status_problems(ds: xr.Dataset) -> list[str]:
+    """Where ``status`` disagrees with the ``errors`` attribute and with the data
+    (:func:`verify_report`)."""
+    if "status" not in ds:
+        return []  # reported by the schema check
+    status = np.asarray(ds["status"].values)
+    known = np.isin(status, [s.value for s in Status])
+    if status.dtype.kind not in "iu" or not known.all():
+        odd = sorted(set(np.asarray(status[~known]).reshape(-1).tolist()))[:3]
+        return ["variable status holds values other than -1, 0, 1, 2 "
+                f"({', '.join(map(str, odd))})"]
+    problems = []
+    try:
+        flat = grid_status(ds)
+    except BadInput:
+        return []  # a shard file whose points do not fit: reported by the schema check
+    entries = json_attr(ds, "errors", [])
+    if not isinstance(entries, list):
+        return ["attribute errors is not a JSON list"]
+    listed: dict[int, int] = {}
+    for entry in entries:
+        where = _label_index(ds, entry.get("point") if isinstance(entry, dict) else None)
+        if where is not None:  # None: a point outside this file's (subset's) grid
+            listed[where] = int(entry.get("status", -9)) if isinstance(
+                entry.get("status"), int) else -9
+    failed = np.flatnonzero(Status.failed(flat))
+    unlisted = [i for i in failed.tolist() if i not in listed]
+    if unlisted:
+        problems.append(f"variable status: {len(unlisted)} failed point(s) have no entry in "
+                        f"errors (first: {_label_of(ds, unlisted[0])}, "
+                        f"status {int(flat[unlisted[0]])})")
+    wrong = [i for i, s in sorted(listed.items()) if flat[i] != Status.MISSING and flat[i] != s]
+    if wrong:
+        problems.append(f"variable status: {len(wrong)} point(s) disagree with their entry in "
+                        f"errors (first: {_label_of(ds, wrong[0])}: status {int(flat[wrong[0]])}, "
+                        f"errors {listed[wrong[0]]})")
+    problems += _non_finite_problems(ds, status)
+    return problems
+
+
+def _non_finite_problems(ds: xr.Dataset, status: np.ndarray) -> list[str]:
+    """Variables with a non-finite value at a point of status 0."""
+    dims = tuple(ds["status"].dims)
+    ok = (status == Status.OK).reshape(-1)
+    if not ok.any():
+        return []
+    problems = []
+    for name, item in ds.data_vars.items():
+        if (name in ("status", "elapsed") or str(name).endswith("_values")
+                or "nan_meaning" in item.attrs or "padding" in item.attrs
+                or not np.issubdtype(item.dtype, np.inexact) or item.dims[:len(dims)] != dims):
+            continue
+        values = np.asarray(item.values).reshape(ok.size, -1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            suspects = np.flatnonzero(ok & ~np.isfinite(values.sum(axis=1)))
+        bad = [i for i in suspects.tolist() if not np.isfinite(values[i]).all()]
+        if bad:
+            problems.append(f"variable {name} holds non-finite values at {len(bad)} point(s) "
+                            f"of status 0 (first: {_position_label(ds, bad[0])})")
+    return problems
+
+
+def _label_index(ds: xr.Dataset, label: Any) -> int | None:
+    """The flat grid index of an ``errors`` entry's point label, or None when it names no
+    point of this file's grid."""
+    dims = [d for d in grid_dims(ds) if d in ds.sizes]
+    if not dims:
+        return 0
+    if not isinstance(label, dict):
+        return None
+    index = []
+    for dim in dims:
+        if dim not in label:
+            return None
+        keys = [json.dumps(jsonable(v)) for v in np.asarray(ds[dim].values).tolist()]
+        want = json.dumps(jsonable(label[dim]))
+        if want not in keys:
+            return None
+        index.append(keys.index(want))
+    return int(np.ravel_multi_index(index, grid_shape(ds)))
+
+
+def _label_of(ds: xr.Dataset, flat: int) -> str:
+    """A grid point, by its flat index, as ``name=value`` pairs."""
+    dims = [d for d in grid_dims(ds) if d in ds.sizes]
+    if not dims:
+        return "the single point"
+    where = np.unravel_index(flat, grid_shape(ds))
+    return ", ".join(f"{d}={np.asarray(ds[d].values)[i].item()}"
+                     for d, i in zip(dims, where, strict=True))
+
+
+def _position_label(ds: xr.Dataset, position: int) -> str:
+    """A point by its position along the status variable (a shard file's own points)."""
+    if is_shard_layout(ds):
+        return _label_of(ds, int(np.asarray(ds[POINT].values)[position]))
+    return _label_of(ds, position)
 
 
 def _grid_problems(ds: xr.Dataset) -> list[str]:

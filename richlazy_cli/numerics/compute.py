@@ -189,8 +189,9 @@ def _load(named: str, owner: type) -> Callable[..., Any]:
         found: Any = getattr(owner, name)
         return found  # type: ignore[no-any-return]
     package = owner.__module__.rpartition(".")[0] or None
-    return functools.reduce(getattr, name.split("."),  # type: ignore[no-any-return]
-                            importlib.import_module(module, package))
+    loaded: Any = functools.reduce(getattr, name.split("."),
+                                   importlib.import_module(module, package))
+    return loaded  # type: ignore[no-any-return]
 
 
 def implementation_param(table: tuple[Implementation, ...]) -> Param:
