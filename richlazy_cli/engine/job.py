@@ -499,7 +499,7 @@ def _drop_overridden(model: type[Model], action: str, given: dict[str, Any],
     override replaces the file's value whichever of its names either uses."""
     def own(name: str) -> str:
         try:
-            return model.param(name, action, warn=False).name
+            return model.name_of(name, action)
         except BadInput:  # an unknown name is refused by the build, naming it
             return name
 

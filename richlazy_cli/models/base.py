@@ -227,9 +227,11 @@ class Model:
     declared here (:data:`RECORD_VOCABULARY`, docs/engine.md, "Records")."""
     implementation_aliases: ClassVar[dict[str, dict[str, dict[str, tuple[str, ...]]]]] = {}
     """Older, deprecated parameters that chose the implementation: per action, parameter →
-    value → the implementations that value allows. Given, each is a
-    :class:`~richlazy_cli.params.RichlazyDeprecationWarning` naming ``implementation``; it is
-    kept in step with the ``implementation`` chosen, so a result records both."""
+    value → the implementations that value allows (the first that does the action is
+    chosen). Given, each becomes ``implementation`` with a
+    :class:`~richlazy_cli.params.RichlazyDeprecationWarning` naming it; a result records
+    ``implementation`` only, and one written when they were parameters of their own reads
+    as written (:meth:`as_named_now`)."""
 
     # -- parameters -------------------------------------------------------------------------
     @classmethod
@@ -258,11 +260,27 @@ class Model:
         )
 
     @classmethod
+    def name_of(cls, name: str, action: str) -> str:
+        """The parameter that input ``name`` sets for ``action``, silently: its own name, the
+        parameter an older name stands for (:attr:`aliases`), or ``implementation`` for an
+        older parameter that chose it (:attr:`implementation_aliases`). BadInput for an
+        unknown name."""
+        if any(name in older for older in cls.implementation_aliases.values()):
+            return "implementation"
+        return cls.param(name, action, warn=False).name
+
+    @classmethod
     def aliases_of(cls, name: str) -> dict[str, tuple[str, ...]]:
-        """The older names of parameter ``name`` (:attr:`aliases`), each with the actions it
-        names it for: what ``richlazy models NAME`` shows beside it as deprecated."""
-        return {alias: tuple(a for a, target in targets.items() if target == name)
-                for alias, targets in cls.aliases.items() if name in targets.values()}
+        """The older names of parameter ``name`` (:attr:`aliases`; for ``implementation``,
+        :attr:`implementation_aliases`), each with the actions it names it for: what
+        ``richlazy models NAME`` shows beside it as deprecated."""
+        found = {alias: tuple(a for a, target in targets.items() if target == name)
+                 for alias, targets in cls.aliases.items() if name in targets.values()}
+        if name == "implementation":
+            for action, aliases in cls.implementation_aliases.items():
+                for alias in aliases:
+                    found[alias] = (*found.get(alias, ()), action)
+        return found
 
     @classmethod
     def as_named_now(cls, action: str, named: Mapping[str, Any], *, swept: bool = False
@@ -274,10 +292,23 @@ class Model:
         too. An older name of other actions only is left out: it was once a parameter of its
         own that ``action`` did not read (``linear``'s ``checkpoints`` in a solve). With
         ``swept`` (grid dimensions) nothing is left out, so that a grid never loses a
-        dimension. Other names stay as they are."""
+        dimension. A parameter that once chose the implementation
+        (:attr:`implementation_aliases`, recorded beside ``implementation``) is left out, its
+        choice recorded as ``implementation`` where that was not given. Other names stay as
+        they are."""
+        older = {alias for aliases in cls.implementation_aliases.values() for alias in aliases}
         out: dict[str, Any] = {}
         for name, value in named.items():
             targets = cls.aliases.get(name)
+            if name in older and not swept and "implementation" in named:
+                mapping = cls.implementation_aliases.get(action, {}).get(name, {})
+                able = [i.name for i in cls.implementations
+                        if i.name in mapping.get(str(value), ()) and action in i.actions]
+                if able and named["implementation"] is None:  # it chose the implementation
+                    out["implementation"] = able[0]
+                continue
+            if name == "implementation" and name in out:
+                continue
             if targets is None:
                 out[name] = value
             elif action in targets:
@@ -303,15 +334,13 @@ class Model:
             )
         values = cls.defaults()
         named: dict[str, str] = {}
-        implementation_aliases = {alias for aliases in cls.implementation_aliases.values()
-                                  for alias in aliases}
+        older = {alias for aliases in cls.implementation_aliases.values() for alias in aliases}
+        choosing: dict[str, str] = {}
         for name, value in params.items():
+            if name in older:
+                choosing[name] = str(value)
+                continue
             p = cls.param(name, action)
-            if name in implementation_aliases:
-                allows = cls.implementation_aliases.get(action, {}).get(name, {}).get(str(value))
-                able = [i.name for i in cls.implementations
-                        if i.name in (allows or ()) and action in i.actions]
-                deprecated(name, f"implementation = {able[0]}" if able else "implementation")
             if p.name in named:
                 raise BadInput(f"parameter {p.name} is given twice (as {named[p.name]} and "
                                f"as {name})")
@@ -322,6 +351,8 @@ class Model:
                 if name == p.name:
                     raise
                 raise BadInput(f"{exc} (given as {name})") from None
+        if choosing:
+            _implementation_of_older(cls, action, choosing, values, "implementation" in named)
         return values
 
     @classmethod
@@ -347,7 +378,7 @@ class Model:
         """
         impl = None
         if cls.implementations and action in cls.actions:
-            impl, _ = _choose(cls, action, values)
+            impl = _choose(cls, action, values)
         cls.derive(action, values)
         cls.check(action, values)
         what = f"model {cls.name}"
@@ -426,7 +457,7 @@ class Model:
         name = values.get("implementation")
         if name is None:
             action = action or cls.actions[0]
-            name = _choose(cls, action, dict(values))[0].name
+            name = _choose(cls, action, dict(values)).name
         return next(impl for impl in cls.implementations if impl.name == name)
 
     @classmethod
@@ -524,7 +555,7 @@ def enter(model: type[Model], action: str, params: Mapping[str, Any], *,
     know nothing of the engine.
     """
     values = model.given(action, params)
-    given = {model.param(name, action, warn=False).name for name in params}
+    given = {model.name_of(name, action) for name in params}
     for name in swept:
         if name in given:
             raise BadInput(f"parameter {name} is both fixed (-p) and swept (-g)")
@@ -535,34 +566,53 @@ def enter(model: type[Model], action: str, params: Mapping[str, Any], *,
 
 
 # -- implementations, requirements, devices ------------------------------------------------
-def _choose(cls: type[Model], action: str, values: dict[str, Any]
-            ) -> tuple[Implementation, str]:
-    """The implementation of ``values`` for ``action`` and the parameter that named it; fills
-    ``values`` in place. BadInput naming the parameter for a combination the table lacks."""
+def _implementation_of_older(cls: type[Model], action: str, choosing: Mapping[str, str],
+                             values: dict[str, Any], given: bool) -> None:
+    """The ``implementation`` that the older parameters ``choosing`` (by name, their values:
+    :attr:`Model.implementation_aliases`) choose for ``action``, set in ``values`` in place;
+    each is deprecated (:func:`~richlazy_cli.params.deprecated`, naming the implementation
+    its value chooses). With ``given``, ``values["implementation"]`` was given too and they
+    must agree with it. An older parameter of other actions only, which ``action`` never
+    read, is said and left out. BadInput naming the parameter for a value it never took,
+    an implementation that does not do ``action``, or two that contradict."""
     table = cls.implementations
-    allowed = [impl.name for impl in table]
-    named_by = "implementation"
-    aliases = cls.implementation_aliases.get(action, {})
-    chosen = values.get("implementation")
-    if chosen is not None:
-        allowed = [chosen]
-    for alias, mapping in aliases.items():
-        given = values.get(alias)
-        if given is None or given not in mapping:
+    allowed = ([str(values["implementation"])] if given
+               else [i.name for i in table if action in i.actions])
+    by = "implementation"
+    for alias, value in choosing.items():
+        mapping = cls.implementation_aliases.get(action, {}).get(alias)
+        if mapping is None:
+            deprecated(alias, "implementation")
             continue
-        narrowed = [name for name in allowed if name in mapping[given]]
+        if value not in mapping:
+            raise BadInput(f"parameter {alias}: {value} is not one of {', '.join(mapping)}")
+        able = [i.name for i in table if i.name in mapping[value] and action in i.actions]
+        deprecated(alias, f"implementation = {able[0]}" if able else "implementation")
+        if not able:
+            doing = ", ".join(i.name for i in table if action in i.actions)
+            raise BadInput(f"parameter {alias}: {value} (implementation "
+                           f"{' or '.join(mapping[value])}) does not {action}; implementations "
+                           f"that {action}: {doing}")
+        narrowed = [name for name in allowed if name in able]
         if not narrowed:
-            raise BadInput(f"parameter {alias}: {given} contradicts implementation {chosen}")
-        if len(narrowed) < len(allowed):
-            named_by = alias
-        allowed = narrowed
+            raise BadInput(f"parameter {alias}: {value} contradicts {by} = {allowed[0]}")
+        allowed, by = narrowed, alias
+    if by != "implementation":
+        values["implementation"] = allowed[0]
+
+
+def _choose(cls: type[Model], action: str, values: dict[str, Any]) -> Implementation:
+    """The implementation of ``values`` for ``action``; fills ``values`` in place. BadInput
+    naming the parameter for a combination the table lacks."""
+    table = cls.implementations
+    chosen = values.get("implementation")
+    allowed = [str(chosen)] if chosen is not None else [impl.name for impl in table]
     doing = [name for name in allowed
              if action in next(i for i in table if i.name == name).actions]
     if not doing:
         able = ", ".join(i.name for i in table if action in i.actions)
-        shown = values.get(named_by) if named_by != "implementation" else allowed[0]
-        raise BadInput(f"parameter {named_by}: {shown} (implementation {allowed[0]}) does not "
-                       f"{action}; implementations that {action}: {able}")
+        raise BadInput(f"parameter implementation: {allowed[0]} does not {action}; "
+                       f"implementations that {action}: {able}")
     impl = next(i for i in table if i.name == doing[0])
     method = values.get("method")
     if impl.methods is not None and method is not None and method not in impl.methods:
@@ -579,12 +629,7 @@ def _choose(cls: type[Model], action: str, values: dict[str, Any]
                        f"{' or '.join(on) or '(none)'}; {impl.name} runs on the cpu")
     if any(p.name == "implementation" for p in cls.params):  # a one-row table: none
         values["implementation"] = impl.name
-    for alias, mapping in aliases.items():
-        for value, names in mapping.items():
-            if impl.name in names:
-                values[alias] = value
-                break
-    return impl, named_by
+    return impl
 
 
 RECORD_VOCABULARY: dict[str, str] = {
@@ -670,6 +715,15 @@ def check_contract(cls: type[Model]) -> None:
         for action, target in targets.items():
             if action not in cls.actions or target not in names:
                 refuse(f"the alias {alias!r} names no parameter {target!r} of {action!r}")
+    for action, older in cls.implementation_aliases.items():
+        for alias, mapping in older.items():
+            if alias in names or action not in cls.actions:
+                refuse(f"the older parameter {alias!r} of {action!r} is a parameter's name, "
+                       "or its action is not listed")
+            for allowed in mapping.values():
+                if not set(allowed) <= {impl.name for impl in cls.implementations}:
+                    refuse(f"the older parameter {alias!r} names an implementation the "
+                           "table lacks")
     for action in cls.examples:
         if action not in cls.actions:
             refuse(f"examples are given for {action!r}, which is not a listed action")

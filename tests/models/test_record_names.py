@@ -189,3 +189,36 @@ def test_an_older_parts_folder_notices_a_changed_input(tmp_path: Path, cli: Any)
     np.savez(data, X=rng.standard_normal((6, 3)), y=rng.standard_normal((6, 1)))
     refused = cli(*sweep, "-o", changed, "--resume")
     assert refused.code == 2 and "input file changed" in refused.err, refused.err
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("backend, given", [(None, ()), ("numpy", ("implementation=numba",))])
+def test_an_older_result_that_recorded_the_implementations_older_parameter_resumes(
+        tmp_path: Path, cli: Any, backend: str | None, given: tuple[str, ...]) -> None:
+    """A two-layer result written when ``backend`` was a parameter of its own records it
+    beside ``implementation`` (both as given: ``None`` when not, or ``numpy``, which chose
+    ``numba``), and its fingerprint hashes it; it still verifies and resumes (given the
+    implementation by its name of now), and is written anew without it."""
+    sweep = ("sweep", "train", "two-layer", "-p", "d=2", "-p", "h=2", "-p", "n=4",
+             "-p", "n_test=4", "-p", "steps=4", "-p", "n_records=3", "-g", "tau=0.5,1",
+             *(a for p in given for a in ("-p", p)), "--jobs", "1", "-q")
+    full, out = tmp_path / "full.h5", tmp_path / "out.h5"
+    assert cli(*sweep, "-o", full).code == 0
+    ds = open_result(full).load()
+    params = json.loads(ds.attrs["params"])
+    assert "backend" not in params
+    old = {**params, "backend": backend, "implementation": None}
+    ds.attrs["params"] = json.dumps(old)
+    ds.attrs["fingerprint"] = fingerprint("two-layer", "train", old,
+                                          json.loads(ds.attrs["grid"]), [])
+    write_result(ds, out, force=True)
+    assert cli("store", "verify", out).code == 0  # its own names, its own fingerprint
+    ds["status"][1] = -1
+    write_result(ds, out, force=True)
+    resumed = cli(*sweep, "-o", out, "--resume")
+    assert resumed.code == 0 and not resumed.err, resumed.err
+    assert json.loads(open_result(out).attrs["params"]) == params
+    assert cli("store", "verify", out).code == 0
+    with open_result(out) as x, open_result(full) as y:
+        for name in ("train_loss", "status"):
+            np.testing.assert_array_equal(x[name].values, y[name].values)

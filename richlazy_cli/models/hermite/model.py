@@ -695,9 +695,6 @@ class Hermite(Model):
         Param("steps", "int", 100000, "train: number of online-SGD steps (= samples / batch)",
               low=1),
         Param("batch", "int", 1, "train: fresh Gaussian samples per SGD step", low=1),
-        Param("loop", "str", None, "train: alias of implementation: numba (the compiled SGD "
-              "loop) or numpy (its bitwise-identical reference)", choices=("numba", "numpy"),
-              optional=True),
         Param("stop_on_recovery", "bool", False, "train: stop once every learnable teacher is "
               "recovered, plus 10% more steps"),
         Param("n_records", "int", 200, "how many log-spaced output times/steps a run records "
@@ -705,8 +702,6 @@ class Hermite(Model):
         Param("seed", "int", 0, "random seed (initial directions; SGD samples)", low=0),
         Param("save_params", "bool", False, "also store the weights v over (time, neuron, dim)"),
         compute.implementation_param(IMPLEMENTATIONS),
-        Param("backend", "str", None, "alias of implementation: numpy (solve: numpy; train: "
-              "numba or numpy) or torch", choices=("numpy", "torch"), optional=True),
         compute.device_param(),
     )
     implementations: ClassVar[tuple[Implementation, ...]] = IMPLEMENTATIONS
@@ -715,6 +710,8 @@ class Hermite(Model):
         "train": {"backend": {"numpy": ("numba", "numpy"), "torch": ("torch",)},
                   "loop": {"numba": ("numba",), "numpy": ("numpy",)}},
     }
+    """The older, deprecated parameters that chose the implementation (docs/usage.md, "Older
+    parameter names")."""
     aliases: ClassVar[dict[str, dict[str, str]]] = {
         "checkpoints": {"solve": "n_records", "train": "n_records"},
     }

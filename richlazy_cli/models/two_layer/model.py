@@ -159,13 +159,13 @@ class TwoLayer(Model):
         Param("save_surface", "bool", False, "d = 2: also return f and the parity of the "
               "activation pattern on 720 angles of the circle at every checkpoint"),
         compute.implementation_param(IMPLEMENTATIONS),
-        Param("backend", "str", None, "alias of implementation: numpy (= numba) or torch",
-              choices=("numpy", "torch"), optional=True),
         compute.device_param(),
     )
     implementations: ClassVar[tuple[Implementation, ...]] = IMPLEMENTATIONS
     implementation_aliases: ClassVar[dict[str, dict[str, dict[str, tuple[str, ...]]]]] = {
         "train": {"backend": {"numpy": ("numba",), "torch": ("torch",)}}}
+    """The older, deprecated parameters that chose the implementation (docs/usage.md, "Older
+    parameter names")."""
     aliases: ClassVar[dict[str, dict[str, str]]] = {
         "n_checkpoints": {"train": "n_records"},
         "checkpoints": {"train": "records"},
