@@ -160,7 +160,8 @@ def _recordable_attrs(ds: xr.Dataset) -> xr.Dataset:
     def clean(attrs: dict[Any, Any]) -> dict[Any, Any]:
         return {k: recordable(v) if isinstance(v, str) else v for k, v in attrs.items()}
 
-    if all(recordable(v) is v for item in [ds, *ds.variables.values()]
+    holders: list[xr.Dataset | xr.Variable] = [ds, *ds.variables.values()]
+    if all(recordable(v) is v for item in holders
            for v in item.attrs.values() if isinstance(v, str)):
         return ds
     out = ds.copy()
