@@ -70,8 +70,7 @@ def test_a_latin1_output_name_too_long_is_one_line(tmp_path, toy_env, cli) -> No
     assert "output name too long" in result.err and not too_long.exists()
 
 
-def test_a_latin1_data_file_and_job_file_are_recorded_without_loss(tmp_path, toy_env,
-                                                                   cli) -> None:
+def test_a_latin1_data_file_is_recorded_without_loss(tmp_path, toy_env, cli) -> None:
     data = tmp_path / f"data-{LATIN1}.npz"
     X = np.random.default_rng(0).standard_normal((4, 12))
     np.savez(data, X=X, y=X @ np.r_[1.0, 1.0, np.zeros(10)])
@@ -81,6 +80,9 @@ def test_a_latin1_data_file_and_job_file_are_recorded_without_loss(tmp_path, toy
     assert result.code == 0, result.err
     inputs = json.loads(str(_attrs(out)["inputs"]))
     assert [os.fsencode(i["path"]) for i in inputs] == [os.fsencode(data)]
+
+
+def test_a_latin1_job_file_is_recorded_without_loss(tmp_path, toy_env, cli) -> None:
     job = tmp_path / f"job-{LATIN1}.toml"
     job.write_text('action = "solve"\nmodel = "toy"\n[grid]\nslope = "1,2"\n')
     out = tmp_path / "job.h5"
