@@ -306,8 +306,8 @@ def parse_grid(
     action: str | None = None,
 ) -> Grid:
     """Build a :class:`Grid` from ``(name, spec)`` pairs, in order (at most ``max_points``);
-    a name may be a parameter's alias for ``action`` (the dimension takes the parameter's
-    own name)."""
+    a name may be a parameter's older name for ``action`` (deprecated: the dimension takes
+    the parameter's own name)."""
     check_size(specs, max_points)
     dims: list[GridDim] = []
     seen: set[str] = set()

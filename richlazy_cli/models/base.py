@@ -369,7 +369,7 @@ class Model:
         validation step, which the engine runs once per distinct case of a grid.
 
         In order: the implementation is chosen from :attr:`implementations` (its actions,
-        methods, dtypes and devices enforced; ``implementation`` and its aliases filled in);
+        methods, dtypes and devices enforced; ``implementation`` filled in);
         :meth:`derive` fills the derived values; :meth:`check` gives its verdict; the
         requirements (:attr:`requires` and the implementation's) are import-checked; the
         device is resolved (``cuda`` without a GPU is bad input,
@@ -451,7 +451,7 @@ class Model:
     def implementation(cls, values: Mapping[str, Any], action: str | None = None
                        ) -> Implementation | None:
         """The row of :attr:`implementations` that ``values`` run on (None without a table):
-        the one named by ``implementation`` (or its aliases), else the action's first."""
+        the one named by ``implementation``, else the action's first."""
         if not cls.implementations:
             return None
         name = values.get("implementation")
@@ -541,7 +541,7 @@ def enter(model: type[Model], action: str, params: Mapping[str, Any], *,
     """The one entrance of a configuration or a job into a model: given, (grid), prepare.
 
     1. :meth:`Model.given`: the defaults overlaid with ``params``, each parsed or coerced
-       (an alias under its parameter's name);
+       (an older name under its parameter's name, deprecated);
     2. a parameter both given and ``swept`` (the grid's parameter names) is refused;
     3. :meth:`Model.prepare`, the one validation step: without a grid once, in place, on the
        values; with one, ``prepare_cases(values)`` runs it once per distinct case of the
