@@ -181,9 +181,9 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
     if (opts.resume or opts.continue_) and opts.use_parts and is_complete(
         out, man, _selected(opts, size), size, opts.retry_failed
     ):  # before the lock: a finished output is done even where no lock file can be made
+        remove_debris(out)  # a killed run's, when the lock is free
         return _nothing_to_do(out)
     with output_lock(out):  # one writer per output for the whole run (engine/lock.py)
-        remove_debris(out)  # a killed run's, when the lock is free
         if opts.continue_:  # decided again under the lock: another run may have moved on
             mode = continue_mode(out, man, _selected(opts, size), size, opts.retry_failed,
                                  opts.force)
