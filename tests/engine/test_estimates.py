@@ -233,8 +233,13 @@ def test_hermite_result_cost_counts_the_evaluations_done() -> None:
     assert nfev > 0
     assert Hermite._result_cost(values, ds) == pytest.approx(
         (nfev + 21) * (8 * 8 * 32 + 160 * 8 * 32 + 1.3e6) * 1e-9)
-    train = _values("hermite", d=32, P=4, m=8, lr=1e-3, implementation="numba")
-    assert Hermite._result_cost(train, ds) is None
+    from richlazy_cli.models.base import Batch
+
+    for implementation in ("numba", "numpy"):  # a train counts no evaluations
+        train = Hermite.resolve("train", {"d": 32, "P": 4, "m": 8, "steps": 20, "n_records": 3,
+                                          "implementation": implementation})
+        trained = Hermite().train(Batch.from_points(Hermite, [train]))
+        assert Hermite._result_cost(train, trained) is None
 
 
 @pytest.mark.parametrize(("m", "d", "P"), [(64, 2048, 1024), (256, 512, 256), (8, 128, 32)])
