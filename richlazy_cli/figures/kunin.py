@@ -429,7 +429,7 @@ REGION_PALETTE = ("#f3e3c3", "#c9dbe9", "#d8ead0", "#ead0e0", "#e6e6e6", "#fbe0b
 def fig5a(files: Sequence[ResultFile]) -> Built:
     rf = find(files, "two-layer", ("surface", "W", "train_loss"), ("tau", "delta"),
               "kunin-fig5a")
-    from ..report.kunin import partition_columns
+    from ..report.neurons import partition_columns
 
     taus, deltas = values(rf, "tau"), values(rf, "delta")
     sels = [(i, j) for i in range(len(taus)) for j in range(len(deltas))]
@@ -502,9 +502,9 @@ def fig5a(files: Sequence[ResultFile]) -> Built:
 # -- Fig. 7 -----------------------------------------------------------------------------------
 def fig7(files: Sequence[ResultFile]) -> Built:
     rf = find(files, "single-neuron", ("basin_score", "a"), ("a0",), "kunin-fig7")
-    from ..report.kunin import _draw_basin
+    from ..report.neurons import draw_basin
 
-    drawn = _draw_basin(rf, {})
+    drawn = draw_basin(rf, {})
     fig = drawn.fig
     for ax in fig.axes:
         ax.set_xlabel("$w_0^\\top\\beta^*/\\|\\beta^*\\|$")
@@ -623,7 +623,7 @@ def _seed_mean(da: Any) -> Any:
 def fig6a(files: Sequence[ResultFile]) -> Built:
     rf = find(files, "cnn", ("kernel_distance", "hamming_distance", "param_distance"),
               ("alpha",), "kunin-fig6a")
-    from ..report.practice import spearman
+    from ..report.rhm_cnn import spearman
 
     epoch = np.asarray(rf.ds["epoch"].values, dtype=float)
     keep = epoch > 0
@@ -711,7 +711,7 @@ def fig6b(files: Sequence[ResultFile]) -> Built:
 
 def fig6c(files: Sequence[ResultFile]) -> Built:
     rf = find(files, "rhm", ("final_test_acc",), ("alpha", "train_fraction"), "kunin-fig6c")
-    from ..report.practice import threshold_fraction
+    from ..report.rhm_cnn import threshold_fraction
 
     alphas = values(rf, "alpha")
     cols = _alpha_colours(alphas)

@@ -19,6 +19,12 @@ What ``kind="auto"`` draws for each file and variable:
 
 An explicit ``kind`` draws only that kind and is a BadInput for a file where it does not apply.
 Figures are named ``<stem>-<kind>-<var>.<fmt>``.
+
+Each kind is one row of :data:`REPORT_KINDS` (a :class:`Kind`): how it plans a file's figures,
+how it draws one, what it checks before anything is written, and the figures it draws from whole
+files (the scaling fits, ``report/families.py``'s family figures). ``auto`` is the row that
+plans every generic kind. A new kind or view is its functions and one row there (and its name
+in :class:`~.options.ReportKind`).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,12 +42,12 @@ import numpy as np
 from ..engine.cf import internal_name, user_name
 from ..errors import BadInput
 from ..params import jsonable
-from . import kunin
+from . import neurons
 from .data import REDUCTIONS, ResultFile, format_value, resolve_at
-from .families import family_figures
-from .figures import Drawn, draw_lines, draw_phase, draw_theory
+from .families import family_figures, family_set_figures
 from .html import render_index
 from .options import ReportKind
+from .plots import Drawn, draw_lines, draw_phase, draw_theory
 from .style import FORMATS, save, style
 from .summary import variable_stats
 
@@ -57,6 +63,20 @@ class Plan:
     rf: ResultFile
     var: str
     args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked for, in the files' internal names (``method``, ``time``)."""
+
+    kind: str = "auto"
+    variables: list[str] | None = None
+    x: str | None = None
+    y: str | None = None
+    at: dict[str, str] = field(default_factory=dict)
+    reduce: str = "mean"
+    fmt: str = "png"
+    contours: bool = False
 
 
 # -- validation -----------------------------------------------------------------------------
@@ -89,6 +109,18 @@ def _check_names(
             raise BadInput(f"--var {name}: no such variable in {_where(files)} "
                            f"(variables: {', '.join(known)})")
     dims = sorted({user_name(str(d), dimension=True) for rf in files for d in rf.ds.dims})
+    _check_axes(files, x, y, dims)
+    for dim, value in at.items():
+        if not any(dim in rf.ds.dims for rf in files):
+            raise BadInput(f"--at {dim}={value}: {dim} is not a dimension of {_where(files)} "
+                           f"(dimensions: {', '.join(dims)})")
+        if dim in (x, y):
+            raise BadInput(f"--at {dim}={value}: {dim} is also an axis (--x/--y)")
+
+
+def _check_axes(files: list[ResultFile], x: str | None, y: str | None, dims: list[str]
+                ) -> None:
+    """``--x`` and ``--y``: numeric dimensions of at least one input, not the same."""
     for option, dim in (("--x", x), ("--y", y)):
         if dim is None:
             continue
@@ -99,12 +131,6 @@ def _check_names(
             raise BadInput(f"{option} {dim}: the values of {dim} are not numbers")
     if x is not None and x == y:
         raise BadInput(f"--x and --y are both {x}")
-    for dim, value in at.items():
-        if not any(dim in rf.ds.dims for rf in files):
-            raise BadInput(f"--at {dim}={value}: {dim} is not a dimension of {_where(files)} "
-                           f"(dimensions: {', '.join(dims)})")
-        if dim in (x, y):
-            raise BadInput(f"--at {dim}={value}: {dim} is also an axis (--x/--y)")
 
 
 # -- planning -------------------------------------------------------------------------------
@@ -140,48 +166,113 @@ def _theory_x(rf: ResultFile, name: str, x: str | None, at: dict[str, int]) -> s
     return next((d for d in rf.phase_dims if d in dims and d not in at), None)
 
 
-def _plan_file(
-    rf: ResultFile, kind: str, names: list[str], x: str | None, y: str | None,
-    at: dict[str, int],
-) -> list[Plan]:
-    plans = [Plan(k, rf, v, a) for k in kunin.KINDS if kind in (k, "auto")  # report/kunin.py
-             for v, a in kunin.plans(rf, k, strict=kind == k) if kind == k or v in names]
-    if kind in kunin.KINDS:
+def _dims(rf: ResultFile, name: str) -> tuple[str, ...]:
+    return tuple(str(d) for d in rf.ds[name].dims)
+
+
+def _free(rf: ResultFile, at: dict[str, int]) -> list[str]:
+    return [d for d in rf.phase_dims if d not in at]
+
+
+def _plan_phase(rf: ResultFile, name: str, at: dict[str, int], req: Request, explicit: bool
+                ) -> Plan | None:
+    """Two numeric grid axes the variable has; by ``auto`` only when two are free (or both
+    ``--x`` and ``--y`` are given)."""
+    axes = _phase_axes(rf, req.x, req.y, at)
+    if axes is None or not set(axes) <= set(_dims(rf, name)):
+        return None
+    if explicit or len(_free(rf, at)) >= 2 or (req.x is not None and req.y is not None):
+        return Plan("phase", rf, name, {"x": axes[0], "y": axes[1]})
+    return None
+
+
+def _plan_theory(rf: ResultFile, name: str, at: dict[str, int], req: Request, explicit: bool
+                 ) -> Plan | None:
+    """A variable with a ``method`` dimension, against ``--x``, time or its first grid axis."""
+    dims = _dims(rf, name)
+    tx = _theory_x(rf, name, req.x, at) if "method" in dims else None
+    if tx is None:
+        return None
+    return Plan("theory", rf, name, {"x": tx, "group": _group(rf, dims, (tx,), at)})
+
+
+def _plan_curves(rf: ResultFile, name: str, at: dict[str, int], req: Request, explicit: bool
+                 ) -> Plan | None:
+    """A variable with a step/time axis (``--x`` when explicit), one line per value of a grid
+    dimension, one panel per value of the next; by ``auto`` only without ``method``."""
+    dims = _dims(rf, name)
+    if not explicit and "method" in dims:
+        return None
+    cx = req.x if explicit and req.x is not None and req.x in dims else rf.time_dim(name)
+    if cx is None:
+        return None
+    group = _group(rf, dims, (cx,), at)
+    panel = _group(rf, dims, (cx, group), at) if group is not None else None
+    return Plan("curves", rf, name, {"x": cx, "group": group, "panel": panel})
+
+
+def _plan_lines(rf: ResultFile, name: str, at: dict[str, int], req: Request, explicit: bool
+                ) -> Plan | None:
+    """A variable against the file's one numeric grid axis (``auto``). An explicit ``--kind
+    lines`` over two or more grid dimensions: x is --x (else the first), one line per value of
+    the next (Azulay et al.'s error against alpha, one line per s), one panel per value of a
+    third."""
+    dims, free = _dims(rf, name), _free(rf, at)
+    if not explicit and (len(free) != 1 or "method" in dims):
+        return None
+    lx = req.x if req.x is not None and req.x in dims else (
+        free[0] if len(free) == 1 or (explicit and free) else None)
+    if lx is None or lx not in dims:
+        return None
+    group = _group(rf, dims, (lx,), at) if explicit else None
+    panel = _group(rf, dims, (lx, group), at) if group is not None else None
+    return Plan("lines", rf, name, {"x": lx, "group": group, "panel": panel})
+
+
+VariablePlanner = Callable[[ResultFile, str, dict[str, int], Request, bool], Plan | None]
+FilePlanner = Callable[[ResultFile, list[str], dict[str, int], Request], list[Plan]]
+
+
+def _per_variable(kind: str, plan_one: VariablePlanner, why: str) -> FilePlanner:
+    """The planner of an explicit generic ``kind``: ``plan_one`` for each variable, a BadInput
+    (``why``) when it plans nothing for the file."""
+    def plan(rf: ResultFile, names: list[str], at: dict[str, int], req: Request) -> list[Plan]:
+        plans = [p for name in names if (p := plan_one(rf, name, at, req, True)) is not None]
+        if not plans:
+            raise BadInput(f"--kind {kind} does not apply to {rf.path.name}: "
+                           + why.format(grid=", ".join(rf.grid_dims) or "none"))
         return plans
-    axes = _phase_axes(rf, x, y, at)
-    free = [d for d in rf.phase_dims if d not in at]
+    return plan
+
+
+def _neuron_view(kind: str) -> FilePlanner:
+    """The planner of an explicit neuron-level view (:mod:`.neurons`): every variable it reads,
+    a BadInput when it does not apply."""
+    def plan(rf: ResultFile, names: list[str], at: dict[str, int], req: Request) -> list[Plan]:
+        return [Plan(kind, rf, v, a) for v, a in neurons.plans(rf, kind, strict=True)]
+    return plan
+
+
+def _plan_auto(rf: ResultFile, names: list[str], at: dict[str, int], req: Request
+               ) -> list[Plan]:
+    """Every neuron-level view that applies (to a variable among ``names``), then for each
+    variable every generic kind that applies, in :data:`GENERIC` order."""
+    plans = [Plan(k, rf, v, a) for k in neurons.KINDS
+             for v, a in neurons.plans(rf, k, strict=False) if v in names]
     for name in names:
-        dims = tuple(str(d) for d in rf.ds[name].dims)
-        has_method = "method" in dims
-        tdim = rf.time_dim(name)
-        if kind in ("auto", "phase") and axes is not None and set(axes) <= set(dims):
-            if kind == "phase" or len(free) >= 2 or (x is not None and y is not None):
-                plans.append(Plan("phase", rf, name, {"x": axes[0], "y": axes[1]}))
-        if kind in ("auto", "theory") and has_method:
-            tx = _theory_x(rf, name, x, at)
-            if tx is not None:
-                group = _group(rf, dims, (tx,), at)
-                plans.append(Plan("theory", rf, name, {"x": tx, "group": group}))
-        if kind == "curves" or (kind == "auto" and not has_method):
-            cx = x if kind == "curves" and x is not None and x in dims else tdim
-            if cx is not None:
-                group = _group(rf, dims, (cx,), at)
-                panel = _group(rf, dims, (cx, group), at) if group is not None else None
-                plans.append(Plan("curves", rf, name, {"x": cx, "group": group, "panel": panel}))
-        if kind == "lines" or (kind == "auto" and len(free) == 1 and not has_method):
-            # an explicit --kind lines over two or more grid dimensions: x is --x (else the
-            # first), one line per value of the next (Azulay et al.'s error against alpha,
-            # one line per s), one panel per value of a third
-            lx = x if x is not None and x in dims else (
-                free[0] if len(free) == 1 or (kind == "lines" and free) else None)
-            if lx is not None and lx in dims:
-                group = _group(rf, dims, (lx,), at) if kind == "lines" else None
-                panel = _group(rf, dims, (lx, group), at) if group is not None else None
-                plans.append(Plan("lines", rf, name, {"x": lx, "group": group,
-                                                      "panel": panel}))
-    if kind not in ("auto", "scaling") and not plans:
-        raise BadInput(f"--kind {kind} does not apply to {rf.path.name}: " + _why(rf, kind))
+        plans += [p for plan_one in GENERIC.values()
+                  if (p := plan_one(rf, name, at, req, False)) is not None]
     return plans
+
+
+def _plan_nothing(rf: ResultFile, names: list[str], at: dict[str, int], req: Request
+                  ) -> list[Plan]:
+    return []
+
+
+GENERIC: dict[str, VariablePlanner] = {
+    "phase": _plan_phase, "theory": _plan_theory, "curves": _plan_curves, "lines": _plan_lines,
+}
 
 
 def _all_failed(rf: ResultFile) -> str:
@@ -209,17 +300,6 @@ def is_constant(rf: ResultFile, name: str) -> bool:
 def _has_values(rf: ResultFile, name: str) -> bool:
     values = np.asarray(rf.masked(name).values, dtype=float)
     return bool(np.isfinite(values).any())
-
-
-def _why(rf: ResultFile, kind: str) -> str:
-    if kind == "phase":
-        return (f"it needs two numeric grid dimensions (grid: "
-                f"{', '.join(rf.grid_dims) or 'none'}), or --x and --y")
-    if kind == "theory":
-        return "no variable has a method dimension"
-    if kind == "curves":
-        return "no variable has a step or time dimension"
-    return "it needs one numeric grid dimension"
 
 
 # -- captions -------------------------------------------------------------------------------
@@ -293,16 +373,30 @@ def caption(drawn_description: str, notes: list[str], missing: int, fields: dict
 
 
 # -- drawing --------------------------------------------------------------------------------
-def _draw(plan: Plan, at: dict[str, int], reduce: str, contours: bool) -> Drawn:
+Drawer = Callable[[Plan, dict[str, int], Request], Drawn]
+
+
+def _draw_phase(plan: Plan, at: dict[str, int], req: Request) -> Drawn:
     a = plan.args
-    if plan.kind in kunin.KINDS:
-        return kunin.draw(plan.kind, plan.rf, at)
-    if plan.kind == "phase":
-        return draw_phase(plan.rf, plan.var, a["x"], a["y"], at, reduce, contours)
-    if plan.kind == "theory":
-        return draw_theory(plan.rf, plan.var, a["x"], a["group"], at, reduce)
-    return draw_lines(plan.rf, plan.var, a["x"], a["group"], at, reduce, plan.kind,
+    return draw_phase(plan.rf, plan.var, a["x"], a["y"], at, req.reduce, req.contours)
+
+
+def _draw_theory(plan: Plan, at: dict[str, int], req: Request) -> Drawn:
+    return draw_theory(plan.rf, plan.var, plan.args["x"], plan.args["group"], at, req.reduce)
+
+
+def _draw_lines(plan: Plan, at: dict[str, int], req: Request) -> Drawn:
+    a = plan.args
+    return draw_lines(plan.rf, plan.var, a["x"], a["group"], at, req.reduce, plan.kind,
                       a.get("panel"))
+
+
+def _draw_view(plan: Plan, at: dict[str, int], req: Request) -> Drawn:
+    return neurons.draw(plan.kind, plan.rf, at)
+
+
+def _draws_nothing(plan: Plan, at: dict[str, int], req: Request) -> Drawn:
+    raise RuntimeError(f"the kind {plan.kind} plans no figure of one variable")
 
 
 def figure_name(stem: str, kind: str, var: str, fmt: str) -> str:
@@ -384,6 +478,175 @@ def _previous_figures(out_dir: Path) -> set[str]:
         return set()
 
 
+# -- the kinds ------------------------------------------------------------------------------
+Check = Callable[[list[ResultFile], list[Plan], dict[str, list[str]]], None]
+WholeBuilder = Callable[[list[ResultFile], Path, Request, dict[str, dict[str, str]]],
+                        list[dict[str, Any]]]
+
+
+def _something_to_draw(files: list[ResultFile], plans: list[Plan],
+                       notes: dict[str, list[str]]) -> None:
+    if not plans and not any(notes.values()):
+        raise BadInput("nothing to draw: no variable has a grid, step, time or method dimension")
+
+
+def _scaling_applies(files: list[ResultFile], plans: list[Plan],
+                     notes: dict[str, list[str]]) -> None:
+    for rf in files:
+        _check_scaling(rf)
+
+
+def _scaling_all(files: list[ResultFile], out_dir: Path, req: Request,
+                 fields: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    return [entry for rf in files
+            for entry in _scaling_figures(rf, out_dir, req.fmt, fields[rf.stem])]
+
+
+def _family_sets(files: list[ResultFile], out_dir: Path, req: Request,
+                 fields: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """The figures drawn from several files of one family together (report/families.py)."""
+    return family_set_figures(files, out_dir, req.fmt, fields, req.kind)
+
+
+def _family_files(files: list[ResultFile], out_dir: Path, req: Request,
+                  fields: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """The model families' own figures, file by file (report/families.py)."""
+    return [entry for rf in files
+            for entry in family_figures(rf, out_dir, req.fmt, fields[rf.stem])]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One report kind: ``plan`` gives a file's figures of one variable each (from the
+    variables worth drawing), ``draw`` draws one of them (the row of the plan's own kind draws
+    it), ``check`` raises a BadInput before anything is written, ``whole`` draws the figures
+    that read whole files, after the planned ones, and ``summary`` names the values of
+    :attr:`~.plots.Drawn.extra` that go into the figure's ``summary.json`` entry."""
+
+    plan: FilePlanner
+    draw: Drawer = _draws_nothing
+    check: Check = _something_to_draw
+    whole: tuple[WholeBuilder, ...] = ()
+    summary: tuple[str, ...] = ()
+
+
+REPORT_KINDS: dict[str, Kind] = {
+    "auto": Kind(_plan_auto, whole=(_family_sets, _family_files)),
+    "phase": Kind(_per_variable("phase", _plan_phase, "it needs two numeric grid dimensions "
+                                "(grid: {grid}), or --x and --y"), _draw_phase),
+    "curves": Kind(_per_variable("curves", _plan_curves,
+                                 "no variable has a step or time dimension"), _draw_lines),
+    "theory": Kind(_per_variable("theory", _plan_theory, "no variable has a method dimension"),
+                   _draw_theory, whole=(_family_sets,), summary=("max_abs_diff",)),
+    "lines": Kind(_per_variable("lines", _plan_lines, "it needs one numeric grid dimension"),
+                  _draw_lines),
+    "scaling": Kind(_plan_nothing, check=_scaling_applies, whole=(_scaling_all,)),
+    **{view: Kind(_neuron_view(view), _draw_view) for view in neurons.KINDS},
+}
+
+
+# -- the build --------------------------------------------------------------------------------
+def _request(kind: str, variables: list[str] | None, x: str | None, y: str | None,
+             at: dict[str, str] | None, reduce: str, fmt: str, contours: bool) -> Request:
+    """The request in internal names (as the file gives them, ``solution_method``, or as the
+    models do, ``method``); a BadInput on an unknown kind, format or reduction."""
+    if kind not in KINDS:
+        raise BadInput(f"--kind {kind!r}: expected one of {', '.join(KINDS)}")
+    if fmt not in FORMATS:
+        raise BadInput(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if reduce not in REDUCTIONS:
+        raise BadInput(f"--reduce {reduce!r}: expected one of {', '.join(REDUCTIONS)}")
+    return Request(
+        kind=kind,
+        variables=[internal_name(v) for v in variables] if variables else None,
+        x=None if x is None else internal_name(x),
+        y=None if y is None else internal_name(y),
+        at={internal_name(dim): value for dim, value in (at or {}).items()},
+        reduce=reduce, fmt=fmt, contours=contours)
+
+
+def _output_folder(inputs: Sequence[Path], out_dir: Path) -> Path:
+    if not inputs:
+        raise BadInput("no result files given")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BadInput(f"{out_dir} exists and is not a folder")
+    return out_dir
+
+
+def _drawable(rf: ResultFile, names: list[str], req: Request, notes: list[str]) -> list[str]:
+    """The variables among ``names`` worth drawing; a note in ``notes`` for each other one."""
+    drawable = []
+    for name in names:
+        if not req.variables and is_constant(rf, name):
+            notes.append(f"{name} is the same at every grid point: not drawn (--var draws it)")
+        elif _has_values(rf, name):
+            drawable.append(name)
+        else:
+            notes.append(f"{name} has no valid value (every point failed or is non-finite): "
+                         "not drawn")
+    return drawable
+
+
+def _plan_all(files: list[ResultFile], req: Request, ats: dict[str, dict[str, int]],
+              names: dict[str, list[str]], notes: dict[str, list[str]]) -> list[Plan]:
+    plan_file = REPORT_KINDS[req.kind].plan
+    plans: list[Plan] = []
+    for rf in files:
+        if rf.all_failed:
+            notes[rf.stem].append(_all_failed(rf))
+            continue
+        plans += plan_file(rf, _drawable(rf, names[rf.stem], req, notes[rf.stem]),
+                           ats[rf.stem], req)
+    return plans
+
+
+def _draw_planned(plan: Plan, at: dict[str, int], req: Request, out_dir: Path,
+                  fields: dict[str, str]) -> dict[str, Any]:
+    """Draw and save ``plan``; its entry in the summary."""
+    rf, kind = plan.rf, REPORT_KINDS[plan.kind]
+    drawn = kind.draw(plan, at, req)
+    name = figure_name(rf.stem, plan.kind, plan.var, req.fmt)
+    save(drawn.fig, out_dir / name, req.fmt)
+    counts = rf.point_counts()
+    entry: dict[str, Any] = {
+        "file": name, "kind": plan.kind, "var": plan.var, "source": str(rf.path),
+        "caption": caption(drawn.description, drawn.notes, drawn.missing, fields,
+                           str(rf.ds[plan.var].attrs.get("nan_meaning", "")),
+                           counts["failed"] + counts["missing"]),
+        "width_in": float(drawn.fig.get_figwidth()),
+        "stem": rf.stem, "missing": drawn.missing,
+    }
+    entry.update({key: _finite(drawn.extra.get(key)) for key in kind.summary})
+    return entry
+
+
+def _remove_stale(out_dir: Path, previous: set[str], figures: list[dict[str, Any]]) -> None:
+    """A rewritten folder keeps no figure of an older report."""
+    written = {str(f["file"]) for f in figures}
+    for stale in previous - written:
+        path = out_dir / stale
+        if path.parent == out_dir and path.is_file():
+            path.unlink()
+
+
+def _write_index(inputs: Sequence[Path], files: list[ResultFile], out_dir: Path,
+                 figures: list[dict[str, Any]], names: dict[str, list[str]],
+                 notes: dict[str, list[str]], fields: dict[str, dict[str, str]], fmt: str
+                 ) -> dict[str, Any]:
+    """Write ``summary.json`` and ``index.html``; return the summary."""
+    stats = {rf.stem: {v: variable_stats(rf, v) for v in names[rf.stem]} for rf in files}
+    summary = {"inputs": [str(p) for p in inputs], "figures": figures, "variables": stats,
+               "notes": [f"{stem}: {text}" for stem, texts in notes.items() for text in texts]}
+    summary = user_names(summary)
+    (out_dir / "summary.json").write_text(
+        json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8"
+    )
+    html = render_index([(rf, fields[rf.stem]) for rf in files], figures, stats, fmt, notes)
+    (out_dir / "index.html").write_text(html, encoding="utf-8")
+    return summary
+
+
 def build_report(
     inputs: Sequence[Path],
     out_dir: Path,
@@ -406,103 +669,30 @@ def build_report(
          "notes": ["<stem>: what was not drawn and why", ...]}
 
     (min/max as defined in :mod:`.summary`; theory figures add ``max_abs_diff``, scaling
-    figures ``fits``.) Raises BadInput, before writing anything, on bad input.
+    figures ``fits``.) Raises BadInput, before writing anything, on bad input. The kind's row
+    of :data:`REPORT_KINDS` plans, checks and draws.
     """
-    # names as the file gives them (solution_method) or as the models do (method)
-    at = {internal_name(dim): value for dim, value in (at or {}).items()}
-    variables = [internal_name(v) for v in variables] if variables else None
-    x = internal_name(x) if x is not None else None
-    y = internal_name(y) if y is not None else None
-    if kind not in KINDS:
-        raise BadInput(f"--kind {kind!r}: expected one of {', '.join(KINDS)}")
-    if fmt not in FORMATS:
-        raise BadInput(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    if reduce not in REDUCTIONS:
-        raise BadInput(f"--reduce {reduce!r}: expected one of {', '.join(REDUCTIONS)}")
-    if not inputs:
-        raise BadInput("no result files given")
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise BadInput(f"{out_dir} exists and is not a folder")
-
+    req = _request(kind, variables, x, y, at, reduce, fmt, contours)
+    out_dir = _output_folder(inputs, out_dir)
     files = _load_all(inputs)
-    _check_names(files, variables, x, y, at)
-    ats = {rf.stem: resolve_at(rf, at) for rf in files}
-    names = {
-        rf.stem: [v for v in variables if v in rf.ds.data_vars] if variables else rf.variables
-        for rf in files
-    }
-    plans: list[Plan] = []
+    _check_names(files, req.variables, req.x, req.y, req.at)
+    ats = {rf.stem: resolve_at(rf, req.at) for rf in files}
+    names = {rf.stem: [v for v in req.variables if v in rf.ds.data_vars]
+             if req.variables else rf.variables for rf in files}
     notes: dict[str, list[str]] = {rf.stem: [] for rf in files}
-    for rf in files:
-        if rf.all_failed:
-            notes[rf.stem].append(_all_failed(rf))
-            continue
-        drawable = []
-        for name in names[rf.stem]:
-            if not variables and is_constant(rf, name):
-                notes[rf.stem].append(f"{name} is the same at every grid point: not drawn "
-                                      "(--var draws it)")
-            elif _has_values(rf, name):
-                drawable.append(name)
-            else:
-                notes[rf.stem].append(f"{name} has no valid value (every point failed or is "
-                                      "non-finite): not drawn")
-        plans += _plan_file(rf, kind, drawable, x, y, ats[rf.stem])
-    if kind == "scaling":
-        for rf in files:
-            _check_scaling(rf)
-    elif not plans and not any(notes.values()):
-        raise BadInput("nothing to draw: no variable has a grid, step, time or method dimension")
+    plans = _plan_all(files, req, ats, names, notes)
+    REPORT_KINDS[req.kind].check(files, plans, notes)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = _previous_figures(out_dir)
     fields = {rf.stem: provenance_fields(rf) for rf in files}
-    figures: list[dict[str, Any]] = []
     with style():
-        for plan in plans:
-            rf = plan.rf
-            drawn = _draw(plan, ats[rf.stem], reduce, contours)
-            name = figure_name(rf.stem, plan.kind, plan.var, fmt)
-            save(drawn.fig, out_dir / name, fmt)
-            entry: dict[str, Any] = {
-                "file": name, "kind": plan.kind, "var": plan.var, "source": str(rf.path),
-                "caption": caption(drawn.description, drawn.notes, drawn.missing,
-                                   fields[rf.stem],
-                                   str(rf.ds[plan.var].attrs.get("nan_meaning", "")),
-                                   rf.point_counts()["failed"] + rf.point_counts()["missing"]),
-                "width_in": float(drawn.fig.get_figwidth()),
-                "stem": rf.stem, "missing": drawn.missing,
-            }
-            if plan.kind == "theory":
-                entry["max_abs_diff"] = _finite(drawn.extra.get("max_abs_diff"))
-            figures.append(entry)
-        if kind == "scaling":
-            for rf in files:
-                figures += _scaling_figures(rf, out_dir, fmt, fields[rf.stem])
-        elif kind in ("auto", "theory"):
-            from .theory_extra import extra_figures
-
-            figures += extra_figures(files, out_dir, fmt, fields)
-        if kind == "auto":  # the model families' own figures (report/families.py)
-            for rf in files:
-                figures += family_figures(rf, out_dir, fmt, fields[rf.stem])
-
-    written = {str(f["file"]) for f in figures}
-    for stale in previous - written:  # a rewritten folder keeps no figure of an older report
-        path = out_dir / stale
-        if path.parent == out_dir and path.is_file():
-            path.unlink()
-    stats = {rf.stem: {v: variable_stats(rf, v) for v in names[rf.stem]} for rf in files}
-    summary = {"inputs": [str(p) for p in inputs], "figures": figures, "variables": stats,
-               "notes": [f"{stem}: {text}" for stem, texts in notes.items() for text in texts]}
-    summary = user_names(summary)
-    (out_dir / "summary.json").write_text(
-        json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8"
-    )
-    html = render_index([(rf, fields[rf.stem]) for rf in files], figures, stats, fmt, notes)
-    (out_dir / "index.html").write_text(html, encoding="utf-8")
-    return summary
+        figures = [_draw_planned(plan, ats[plan.rf.stem], req, out_dir, fields[plan.rf.stem])
+                   for plan in plans]
+        for whole in REPORT_KINDS[req.kind].whole:
+            figures += whole(files, out_dir, req, fields)
+    _remove_stale(out_dir, previous, figures)
+    return _write_index(inputs, files, out_dir, figures, names, notes, fields, req.fmt)
 
 
 def _user_arg(arg: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -4,7 +4,7 @@ The page shows the phase diagram of a result file over two grid dimensions ``x``
 a heat map of cells. Hovering a cell shows its coordinates, its value and how many of its seeds
 computed normally; a *variable* selector picks the quantity drawn and a *checkpoint* selector
 the time at which it is drawn (for a quantity recorded over ``step`` or ``time``). The value of
-a cell is the same as in the static phase diagram (``report/figures.py``, :mod:`.data`): failed
+a cell is the same as in the static phase diagram (``report/plots.py``, :mod:`.data`): failed
 or missing points and non-finite values are missing (grey), and ``seed`` is reduced with the
 nan-aware mean or median.
 
@@ -54,7 +54,7 @@ MAX_BYTES = 8_000_000
 """Most bytes (float32, before base64) of curves and trajectories kept in one page."""
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf")  # one colour per seed (matplotlib's tab10)
-POSITIVE, NEGATIVE = "#c0392b", "#2c6fbb"  # sgn a > 0 red, < 0 blue (as report/kunin.py)
+POSITIVE, NEGATIVE = "#c0392b", "#2c6fbb"  # sgn a > 0 red, < 0 blue (as report/neurons.py)
 THEORY = ("exact", "theory")
 """Values of ``method`` (and name parts) that mark a closed form: drawn dashed."""
 _LOSS = re.compile(r"(^|_)loss($|_)")

@@ -22,8 +22,7 @@ import xarray as xr
 from matplotlib import colormaps, colors
 
 from .data import ResultFile
-from .practice import figure_entry
-from .style import MISSING_FACE, new_figure
+from .style import MISSING_FACE, figure_entry, new_figure
 
 
 def median_censored(steps: np.ndarray, censored: np.ndarray, budget: float
@@ -163,8 +162,9 @@ def _hatch(x: int, y: int) -> Any:
 
 def grokking_figures(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
                      ) -> list[dict[str, Any]]:
-    """The grokking figures of one result file (none for other models)."""
-    if rf.model != "grokking" or "val_acc" not in rf.ds or "eval_step" not in rf.ds.coords:
+    """The grokking figures of one ``grokking`` result file (``report/families.py`` chooses
+    the family; none when the file lacks the validation curves)."""
+    if "val_acc" not in rf.ds or "eval_step" not in rf.ds.coords:
         return []
     entries = [_panel(rf, out_dir, fmt, fields)]
     if "alpha" in rf.ds.dims and "steps_to_val" in rf.ds:

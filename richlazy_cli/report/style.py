@@ -25,6 +25,8 @@ from .options import Format
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType  # not in every matplotlib: annotations only
 
+    from .data import ResultFile
+
 WIDTH = 3.4  # inches: one column of a two-column paper
 HEIGHT = 2.6
 DPI = 300
@@ -75,6 +77,18 @@ def new_figure(height: float = HEIGHT, width: float = WIDTH) -> Figure:
 def save(fig: Figure, path: Path, fmt: str) -> None:
     """Save deterministically: no dates in the metadata, fixed SVG hash salt, fixed dpi."""
     fig.savefig(path, format=fmt, dpi="figure", metadata=METADATA[fmt])
+
+
+def figure_entry(rf: ResultFile, out_dir: Path, fig: Figure, name: str, var: str, fmt: str,
+                 text: str, fields: dict[str, str], prefix: str = "practice",
+                 **extra: Any) -> dict[str, Any]:
+    """Save ``fig`` as ``STEM-PREFIX-NAME.FMT`` and return its entry in the report index
+    (caption: ``text`` and the file's fields)."""
+    file = f"{rf.stem}-{prefix}-{name}.{fmt}"
+    save(fig, out_dir / file, fmt)
+    caption = text + " " + "; ".join(f"{k}: {v}" for k, v in fields.items()) + "."
+    return {"file": file, "kind": "practice", "var": var, "source": str(rf.path),
+            "caption": caption, "stem": rf.stem, "missing": 0, **extra}
 
 
 def value_scale(values: np.ndarray, magnitude: bool = False) -> tuple[colors.Normalize, str]:

@@ -58,7 +58,7 @@ def test_rhm_upstream_sample_complexity_from_ten_seeds(tmp_path: Path) -> None:
     Asserted: the ratio ≥ 1.1 (margin 0.12) and the bootstrap's 2.5% point ≥ 1.05 (1.165),
     and α = 10 beats α = 1 in ≥ 18 of the 20 (seed, fraction) pairs (measured 20 of 20)."""
     pytest.importorskip("torch")
-    from richlazy_cli.report.practice import threshold_fraction
+    from richlazy_cli.report.rhm_cnn import threshold_fraction
 
     out = tmp_path / "rhm.h5"
     res = run_process("sweep", "-c", ROOT / "jobs" / "rhm-alpha-small.toml", "-g", "alpha=1,10",

@@ -205,7 +205,7 @@ def test_figure_command(tiny_results: Path, tmp_path: Path, cli: Any) -> None:
 def test_report_labels_axes_captions_and_folder(tiny_results: Path, tmp_path: Path) -> None:
     from richlazy_cli.report import build_report
     from richlazy_cli.report.build import caption
-    from richlazy_cli.report.figures import draw_lines, draw_phase, draw_theory
+    from richlazy_cli.report.plots import draw_lines, draw_phase, draw_theory
     from richlazy_cli.report.style import style
 
     fig10 = tiny_results / "paper/kunin-fig10.h5"

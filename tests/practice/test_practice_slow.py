@@ -15,7 +15,7 @@ import xarray as xr
 
 pytest.importorskip("torch")
 
-from richlazy_cli.report.practice import spearman, threshold_fraction
+from richlazy_cli.report.rhm_cnn import spearman, threshold_fraction
 from tests.conftest import run_process
 
 ROOT = Path(__file__).resolve().parents[2]

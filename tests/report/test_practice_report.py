@@ -12,7 +12,7 @@ import xarray as xr
 
 pytest.importorskip("torch")
 
-from richlazy_cli.report.practice import spearman, threshold_fraction
+from richlazy_cli.report.rhm_cnn import spearman, threshold_fraction
 
 
 def test_threshold_fraction_interpolates_in_log_fraction() -> None:

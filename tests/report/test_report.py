@@ -27,7 +27,7 @@ from richlazy_cli.engine.store import open_result  # the models' names (method)
 from richlazy_cli.errors import BadInput
 from richlazy_cli.report import build_report, summary_table
 from richlazy_cli.report.data import ResultFile, is_log_spaced
-from richlazy_cli.report.figures import draw_lines, draw_phase, draw_theory
+from richlazy_cli.report.plots import draw_lines, draw_phase, draw_theory
 from richlazy_cli.report.style import is_magnitude, save, style, value_scale
 
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-"}

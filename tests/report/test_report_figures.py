@@ -11,7 +11,7 @@ import pytest
 from richlazy_cli.mathtext import symbol, to_mathtext
 from richlazy_cli.report import build_report
 from richlazy_cli.report.data import ResultFile
-from richlazy_cli.report.figures import draw_lines, draw_phase
+from richlazy_cli.report.plots import draw_lines, draw_phase
 from richlazy_cli.report.style import save, style
 
 from .test_report import DELTA, TAU, coord, phase_file, write  # noqa: F401 - a fixture

@@ -1,4 +1,4 @@
-"""The report kinds of Kunin et al.'s figures (richlazy_cli/report/kunin.py): ``neurons``
+"""The report kinds of Kunin et al.'s figures (richlazy_cli/report/neurons.py): ``neurons``
 (Fig. 1a), ``partition`` (Fig. 5a), ``basin`` (Fig. 7); result files made by small sweeps."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from richlazy_cli.report.kunin import PARTITION_LEVELS, partition_columns
+from richlazy_cli.report.neurons import PARTITION_LEVELS, partition_columns
 from tests.conftest import assert_one_line_error
 
 PNG = b"\x89PNG\r\n\x1a\n"

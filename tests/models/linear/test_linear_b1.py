@@ -131,7 +131,7 @@ def test_job_files_cover_the_three_shapes(shape: str) -> None:
 
 
 def test_classify_shapes() -> None:
-    from richlazy_cli.report.theory_extra import classify
+    from richlazy_cli.report.b1_regimes import classify
 
     assert classify(8, 2, 4) == "narrowing" and classify(2, 8, 4) == "expanding"
     assert classify(8, 2, 8) == "wide" and classify(2, 8, 9) == "wide"

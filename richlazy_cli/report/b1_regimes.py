@@ -1,12 +1,14 @@
-"""Extra theory figures drawn from whole result files.
+"""The Theorem B.1 regimes figure, drawn from several result files together.
 
-* :func:`b1_regimes_figure`: Kunin et al. (2024), Theorem B.1 (docs/azulay-theory.md §4). From
-  ``linear`` ``solve`` files with the per-neuron initialisation and a grid over ``delta``, one
-  per network shape (``jobs/linear-b1-*.toml``), the kernel distance S(0, t) over time, one
-  panel per shape -- narrowing (d > c, min(d, c) <= h < max(d, c)), expanding (d < c, same h)
-  and wide (h >= max(d, c)) -- one line per δ, the mean over every other grid dimension.
+:func:`b1_regimes_figure`: Kunin et al. (2024), Theorem B.1 (docs/azulay-theory.md §4). From
+``linear`` ``solve`` files with the per-neuron initialisation and a grid over ``delta``, one per
+network shape (``jobs/linear-b1-*.toml``), the kernel distance S(0, t) over time, one panel per
+shape -- narrowing (d > c, min(d, c) <= h < max(d, c)), expanding (d < c, same h) and wide
+(h >= max(d, c)) -- one line per δ, the mean over every other grid dimension.
 
-:func:`extra_figures` returns the figures that apply to a list of files, as report entries.
+:func:`b1_figures` returns it as a report entry for the ``linear`` ``solve`` files of a report;
+``report/families.py`` declares it under that family and action (the files reach it already
+chosen by family, so nothing here tests a model's name).
 """
 
 from __future__ import annotations
@@ -40,11 +42,11 @@ def _shape(rf: ResultFile) -> tuple[int, int, int] | None:
 
 
 def b1_applies(rf: ResultFile) -> bool:
-    """A ``linear`` ``solve`` with ``init = "neuron"``, a grid over ``delta`` and a shape of
-    Theorem B.1 (the sizes d, c, h fix the output's dimensions, so each shape is one file)."""
+    """A ``linear`` ``solve`` file (as chosen by ``report/families.py``) with
+    ``init = "neuron"``, a grid over ``delta`` and a shape of Theorem B.1 (the sizes d, c, h
+    fix the output's dimensions, so each shape is one file)."""
     shape = _shape(rf)
-    return (rf.model == "linear" and rf.action == "solve"
-            and rf.params.get("init") == "neuron" and "kernel_distance" in rf.ds
+    return (rf.params.get("init") == "neuron" and "kernel_distance" in rf.ds
             and "delta" in rf.grid and shape is not None and classify(*shape) is not None)
 
 
@@ -81,9 +83,10 @@ def b1_regimes_figure(files: list[ResultFile], path: Path, fmt: str) -> str:
     )
 
 
-def extra_figures(files: list[ResultFile], out_dir: Path, fmt: str,
-                  fields: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
-    """Report entries for every extra figure that applies to ``files``."""
+def b1_figures(files: list[ResultFile], out_dir: Path, fmt: str,
+               fields: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """The Theorem B.1 figure of the ``linear`` ``solve`` files ``files`` as a report entry
+    (none when no file is one of its shapes)."""
     b1 = [rf for rf in files if b1_applies(rf)]
     if not b1:
         return []

@@ -1,4 +1,5 @@
-"""Figures of the practice experiments (docs/rhm.md §6, docs/cnn.md §6), drawn by ``auto``.
+"""The ``rhm`` and ``cnn`` families' own figures (docs/rhm.md §6, docs/cnn.md §6), drawn by
+``auto`` (declared in ``report/families.py``).
 
 * ``rhm``: final test accuracy against the training fraction, one curve per α (mean ± 1 s.d.
   over seeds, logarithmic fraction axis), and the sample complexity f*₀.₅(α), the smallest
@@ -28,7 +29,7 @@ import xarray as xr
 from matplotlib import colormaps, colors
 
 from .data import ResultFile
-from .style import new_figure, save
+from .style import figure_entry, new_figure
 
 _GRID_KEPT = ("alpha", "train_fraction", "seed")
 
@@ -96,19 +97,7 @@ def _colours(alphas: list[float | None]) -> tuple[list[Any], colors.Normalize | 
     return [cmap(norm(a)) for a in finite], norm
 
 
-def figure_entry(rf: ResultFile, out_dir: Path, fig: Any, name: str, var: str, fmt: str,
-                 text: str, fields: dict[str, str], prefix: str = "practice",
-                 **extra: Any) -> dict[str, Any]:
-    """Save ``fig`` as ``STEM-PREFIX-NAME.FMT`` and return its entry in the report index
-    (caption: ``text`` and the file's fields)."""
-    file = f"{rf.stem}-{prefix}-{name}.{fmt}"
-    save(fig, out_dir / file, fmt)
-    caption = text + " " + "; ".join(f"{k}: {v}" for k, v in fields.items()) + "."
-    return {"file": file, "kind": "practice", "var": var, "source": str(rf.path),
-            "caption": caption, "stem": rf.stem, "missing": 0, **extra}
-
-
-def _rhm(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
+def rhm_figures(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
          ) -> list[dict[str, Any]]:
     if "final_test_acc" not in rf.ds or "train_fraction" not in rf.ds.dims:
         return []
@@ -142,7 +131,7 @@ def _rhm(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
                    f_star=f_star)]
 
 
-def _cnn(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
+def cnn_figures(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
          ) -> list[dict[str, Any]]:
     names = ("kernel_distance", "hamming_distance", "param_distance")
     if not all(n in rf.ds for n in names) or "epoch" not in rf.ds.coords \
@@ -195,7 +184,7 @@ def _cnn(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
     return entries
 
 
-def _roughness(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
+def roughness_figures(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, str]
                ) -> list[dict[str, Any]]:
     if "filter_roughness" not in rf.ds or rf.ds["filter_roughness"].dims[-1] != "checkpoint":
         return []

@@ -1,4 +1,5 @@
-"""Figures of Kunin et al. 2024 that are not generic plots of one variable.
+"""The report's neuron-level views of Kunin et al. 2024: figures that read the saved weights,
+surfaces or initialisations of a run rather than one variable on the grid.
 
 * ``neurons`` (Fig. 1a): trajectories of :math:`|a_k|\\,w_k` over the checkpoints of a ``d = 2``
   ``two-layer`` run saved with ``save_params``, coloured by :math:`\\operatorname{sgn} a_k`, the
@@ -12,13 +13,18 @@
   with the separating surface (basin score 0, docs/single-neuron.md, eq. (15)) drawn from the
   closed form; one panel per value of :math:`\\|w_{0\\perp}\\|`.
 
-Each kind plans from a loaded :class:`~.data.ResultFile` (:func:`plans`, a BadInput when it
-does not apply) and draws a :class:`~.figures.Drawn` (:func:`draw`).
+Each view is one row of :data:`VIEWS`: the family and variables it reads, the further
+conditions it needs (each with the reason given when it fails) and its drawing function.
+:func:`plans` plans a view from a loaded :class:`~.data.ResultFile` (a BadInput when it does not
+apply) and :func:`draw` draws it as a :class:`~.plots.Drawn`. The papers' own layouts of these
+figures are in ``richlazy_cli/figures/kunin.py`` (docs/figures.md).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,36 +33,49 @@ from matplotlib.lines import Line2D
 
 from ..errors import BadInput
 from .data import ResultFile, format_value
-from .figures import Drawn
+from .plots import Drawn
 from .style import new_figure
 
-KINDS = ("neurons", "partition", "basin")
 MAX_PANELS = 12
 POSITIVE, NEGATIVE = "#c0392b", "#2c6fbb"  # sgn a > 0 red, < 0 blue
 PARTITION_LEVELS = (0.9, 0.5, 0.1)  # columns: init, these fractions of the initial loss, end
 
 
+@dataclass(frozen=True)
+class View:
+    """One neuron-level report kind: what it reads and how it draws.
+
+    ``family`` (None: any) and ``needs`` (variables of the file) are required, else the kind
+    does not apply for the reason ``missing``; each ``(test, reason)`` of ``checks`` is a
+    further condition. ``var`` names the figure (``<stem>-<kind>-<var>``)."""
+
+    var: str
+    needs: tuple[str, ...]
+    missing: str
+    draw: Callable[[ResultFile, dict[str, int]], Drawn]
+    family: str | None = None
+    checks: tuple[tuple[Callable[[ResultFile], bool], str], ...] = ()
+
+
+def _two_dims(rf: ResultFile) -> bool:
+    return bool(rf.ds.sizes.get("dim") == 2)
+
+
+def _one_teacher(rf: ResultFile) -> bool:
+    return "beta_star" not in rf.grid and rf.params.get("X") is None
+
+
+def _init_grid(rf: ResultFile) -> bool:
+    return bool({"a0", "w0"} & set(rf.grid))
+
+
 def _why(rf: ResultFile, kind: str) -> str | None:
     """None when ``kind`` applies to the file, else the reason it does not."""
-    ds = rf.ds
-    if kind == "neurons":
-        if rf.model != "two-layer" or "W" not in ds:
-            return "it needs a two-layer file saved with save_params = true"
-        if ds.sizes.get("dim") != 2:
-            return "the neuron trajectories are drawn for d = 2 only"
-    elif kind == "partition":
-        if "surface" not in ds or "parity" not in ds:
-            return "it needs a two-layer file with d = 2 saved with save_surface = true"
-    elif kind == "basin":
-        if rf.model != "single-neuron" or "basin_score" not in ds:
-            return "it needs a single-neuron file with the basin outputs"
-        if ds.sizes.get("dim") != 2:
-            return "the basins are drawn for d = 2 only"
-        if "beta_star" in rf.grid or rf.params.get("X") is not None:
-            return "it needs whitened data with one beta_star (not a grid over beta_star)"
-        if not {"a0", "w0"} & set(rf.grid):
-            return "it needs a grid over the initialisation (a0 and w0)"
-    return None
+    view = VIEWS[kind]
+    if (view.family is not None and rf.model != view.family) \
+            or not all(name in rf.ds for name in view.needs):
+        return view.missing
+    return next((reason for test, reason in view.checks if not test(rf)), None)
 
 
 def plans(rf: ResultFile, kind: str, strict: bool = True) -> list[tuple[str, dict[str, Any]]]:
@@ -67,8 +86,7 @@ def plans(rf: ResultFile, kind: str, strict: bool = True) -> list[tuple[str, dic
         if strict:
             raise BadInput(f"--kind {kind} does not apply to {rf.path.name}: {reason}")
         return []
-    var = {"neurons": "W", "partition": "surface", "basin": "basin_score"}[kind]
-    return [(var, {})]
+    return [(VIEWS[kind].var, {})]
 
 
 def _panels(rf: ResultFile, at: dict[str, int], skip: tuple[str, ...] = ()
@@ -105,11 +123,8 @@ def _grid_shape(count: int, max_cols: int = 3) -> tuple[int, int]:
 
 
 def draw(kind: str, rf: ResultFile, at: dict[str, int]) -> Drawn:
-    if kind == "neurons":
-        return _draw_neurons(rf, at)
-    if kind == "partition":
-        return _draw_partition(rf, at)
-    return _draw_basin(rf, at)
+    """Draw the view ``kind`` of ``rf`` (``at``: index selections of grid dimensions)."""
+    return VIEWS[kind].draw(rf, at)
 
 
 def _ok(rf: ResultFile, sel: dict[str, int]) -> bool:
@@ -223,7 +238,7 @@ def _draw_partition(rf: ResultFile, at: dict[str, int]) -> Drawn:
 
 
 # -- Fig. 7 -------------------------------------------------------------------------------------
-def _draw_basin(rf: ResultFile, at: dict[str, int]) -> Drawn:
+def draw_basin(rf: ResultFile, at: dict[str, int]) -> Drawn:
     from ..models.single_neuron._extras import basin_score
 
     ds = rf.ds
@@ -278,3 +293,21 @@ def _draw_basin(rf: ResultFile, at: dict[str, int]) -> Drawn:
     return Drawn(fig, "basins of a single neuron: initialisations coloured by the sign of a at "
                  "the end of the run, the separating surface (basin score 0, only where delta "
                  "<= 0) in black, delta = 0 dashed", notes, 0)
+
+
+VIEWS: dict[str, View] = {
+    "neurons": View("W", ("W",), "it needs a two-layer file saved with save_params = true",
+                    _draw_neurons, family="two-layer",
+                    checks=((_two_dims, "the neuron trajectories are drawn for d = 2 only"),)),
+    "partition": View("surface", ("surface", "parity"),
+                      "it needs a two-layer file with d = 2 saved with save_surface = true",
+                      _draw_partition),
+    "basin": View("basin_score", ("basin_score",),
+                  "it needs a single-neuron file with the basin outputs", draw_basin,
+                  family="single-neuron",
+                  checks=((_two_dims, "the basins are drawn for d = 2 only"),
+                          (_one_teacher, "it needs whitened data with one beta_star (not a "
+                                         "grid over beta_star)"),
+                          (_init_grid, "it needs a grid over the initialisation (a0 and w0)"))),
+}
+KINDS = tuple(VIEWS)
