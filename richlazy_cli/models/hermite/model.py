@@ -32,17 +32,18 @@ One evaluation costs O(m² d + m P) (never Monte Carlo).
 
 **Actions.**
 
-* ``solve``: gradient flow ``V̇ = -∇L(V)`` in gradient-flow time ``t`` (no learning rate; one
-  h4 task is recovered near ``t = 1/(8 a v̄²(0))``), integrated step by step by scipy's
-  adaptive integrator (``method``: ``RK45``/``DOP853`` explicit, ``BDF``/``LSODA`` stiff with
-  the analytic Jacobian, see :func:`_integrate_one` for when to use which; tolerance
-  ``rtol``, ``atol = 1e-3 rtol σ0/√d``) on the flattened ``V``, one configuration at a
-  time so that its adaptive steps -- and so its result -- do not depend on the batch. Outputs on
-  ``time`` = 0 and ``n_records`` log-spaced times over the ``decades`` decades below ``t_max``
-  (taken from the solver's dense output). The explicit step is set by stability once tasks are
-  learned (restoring rates ~ a_1), about one time unit, so their work grows linearly with
-  ``t_max``; ``early_stop`` ends the flow once the learnable tasks are recovered and the loss
-  has settled (docs/hermite-sgd.md §4).
+* ``solve``: gradient flow ``V̇ = -∇L(V)`` in gradient-flow time ``t`` (no learning rate; one h4
+  task is recovered near ``t = 1/(8 a v̄²(0))``), integrated step by step by scipy's adaptive
+  integrator (``method``: ``RK45``/``DOP853`` explicit, ``BDF``/``LSODA`` stiff with the
+  analytic Jacobian, ``CVODE`` stiff with matrix-free Newton–GMRES on the Hessian–vector
+  product, see :func:`_integrate_one` for when to use which; tolerance ``rtol`` (by default
+  :data:`DEFAULT_RTOL` of the method), ``atol = 1e-3 rtol σ0/√d``) on the flattened ``V``, one
+  configuration at a time so that its adaptive steps -- and so its result -- do not depend on
+  the batch. Outputs on ``time`` = 0 and ``n_records`` log-spaced times over the ``decades``
+  decades below ``t_max`` (taken from the solver's dense output). The explicit step is set by
+  stability once tasks are learned (restoring rates ~ a_1), about one time unit, so their work
+  grows linearly with ``t_max``; ``early_stop`` ends the flow once the learnable tasks are
+  recovered and the loss has settled (docs/hermite-sgd.md §4).
 * ``train``: online SGD, ``v_k ← v_k - lr · mean_i (f(x_i) - f*(x_i)) [2 v_k σ(z_ki) +
   r_k σ'(z_ki)(x_i - z_ki v̄_k)]`` with ``z_ki = ⟨v̄_k, x_i⟩`` and ``batch`` fresh samples per
   step from ``rng(seed, "sgd")`` (docs/hermite-sgd.md, eq. (2); Ren et al. 2025, §2.1), by the
@@ -74,6 +75,7 @@ the same threshold.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -88,10 +90,12 @@ from ...errors import BadInput, Status
 from ...numerics import compute
 from ...numerics.compute import Implementation
 from ...numerics.records import record_grid
+from ...numerics.solvers.krylov import STEPPERS as KRYLOV_STEPPERS
 from ...params import Param
 from ..base import Batch, Model, Progress, register, rng, var
 from . import _sgd
 from ._flow import HermiteFlowProblem
+from ._linear import FlowOperators
 from ._poly import hermite_eval
 from ._population import R_FLOOR, population_loss_grad
 
@@ -483,6 +487,15 @@ SETTLE_TOL = 1e-4
 _SOLVERS: dict[str, type[OdeSolver]] = {"RK45": RK45, "DOP853": DOP853, "BDF": BDF,
                                         "LSODA": LSODA}
 STIFF_METHODS = ("BDF", "LSODA")
+"""The methods that build the dense Jacobian (:data:`JACOBIAN_LIMIT`)."""
+KRYLOV_METHODS = tuple(KRYLOV_STEPPERS)
+"""The matrix-free stiff methods (:mod:`richlazy_cli.numerics.solvers.krylov`): ``CVODE``."""
+DEFAULT_RTOL: dict[str, float] = {"RK45": 1e-7, "DOP853": 1e-7, "BDF": 1e-7, "LSODA": 1e-7,
+                                  "CVODE": 1e-8}
+"""``rtol`` when not given, by method. CVODE's 1e-8 is measured (bench/hermite_methods.py)
+against RK45 at 1e-10 on d = 256, P = 128, m = 64, β = 0.8, σ0 = 0.01, t_max = 7000,
+seeds 0–2: recovery times within 0.13%, the loss at every output time within 8·10⁻⁴
+relative, the same teachers recovered; at 1e-7 a late escape's loss misses by 3.6·10⁻³."""
 
 
 def _integrate_flow(problem: HermiteFlowProblem) -> dict[str, np.ndarray]:
@@ -521,9 +534,13 @@ def _integrate_one(problem: HermiteFlowProblem, b: int, out: dict[str, np.ndarra
     of time. BDF/LSODA are implicit (stiff) methods with the analytic Jacobian
     :func:`population_grad_jacobian`: their step is not stability-bound, but each Jacobian
     costs O((m d)² m) and each factorisation O((m d)³), so they are offered for
-    ``m d ≤ JACOBIAN_LIMIT`` only. Use RK45/DOP853 when the search phase dominates or the state
-    is large; BDF when a small model must run long after its tasks are learned and
-    ``early_stop`` cannot be used (e.g. to show the plateau itself).
+    ``m d ≤ JACOBIAN_LIMIT`` only. CVODE (:mod:`richlazy_cli.numerics.solvers.krylov`) is
+    implicit too, its Newton systems solved by GMRES on Hessian–vector products
+    (:class:`._linear.FlowOperators`, about 0.9 of a gradient each), so its step is not
+    stability-bound either and it works at any size: ``nfev`` counts its gradients and
+    ``njev`` its products. Use RK45/DOP853 when the search phase dominates; CVODE for long
+    flows whose plateaus (converged neurons held at the explicit stability edge) dominate
+    (docs/hermite.md, "Integrators"); BDF/LSODA for small states only.
 
     ``early_stop`` (with ``recoverable``, the teachers with a finite greedy time): stop at the
     first solver step where as many teachers are recovered as are learnable (the count of
@@ -566,11 +583,16 @@ def _integrate_one(problem: HermiteFlowProblem, b: int, out: dict[str, np.ndarra
     def best(y: np.ndarray) -> np.ndarray:
         return cos2(y).max(axis=0)
 
-    solver_cls = _SOLVERS[method]
-    kwargs: dict[str, Any] = {"rtol": problem.rtol, "atol": problem.atol[b]}
-    if method in STIFF_METHODS:
-        kwargs["jac"] = jac
-    solver = solver_cls(rhs, 0.0, V0.ravel().copy(), times[-1], **kwargs)
+    ops = FlowOperators(m, d, a, c, problem.r_floor)
+    solver: Any
+    if method in KRYLOV_STEPPERS:
+        solver = KRYLOV_STEPPERS[method](ops.rhs, ops.linearise, 0.0, V0.ravel(), times[-1],
+                                         problem.rtol, float(problem.atol[b]))
+    else:
+        kwargs: dict[str, Any] = {"rtol": problem.rtol, "atol": problem.atol[b]}
+        if method in STIFF_METHODS:
+            kwargs["jac"] = jac
+        solver = _SOLVERS[method](rhs, 0.0, V0.ravel().copy(), times[-1], **kwargs)
     record(0, V0)
     i = 1
     prev = best(solver.y)
@@ -611,7 +633,7 @@ def _integrate_one(problem: HermiteFlowProblem, b: int, out: dict[str, np.ndarra
                         record(i, solver.y.reshape(m, d))
                         i += 1
                     break
-    out["status"][b], out["nfev"][b] = status, solver.nfev + extra
+    out["status"][b], out["nfev"][b] = status, solver.nfev + extra + ops.extra
     out["njev"][b], out["t_stop"][b] = getattr(solver, "njev", 0), solver.t
 
 
@@ -683,11 +705,11 @@ class Hermite(Model):
               low=0.0, low_open=True),
         Param("decades", "float", 4.0, "solve: output times span this many decades below "
               "t_max", low=0.5, high=12.0),
-        Param("rtol", "float", 1e-7, "solve: relative tolerance of the adaptive integrator",
-              low=1e-13, high=1e-2),
+        Param("rtol", "float", None, "solve: relative tolerance of the adaptive integrator "
+              "(default 1e-7; CVODE 1e-8)", low=1e-13, high=1e-2, optional=True),
         Param("method", "str", "RK45", "solve: integrator (RK45, DOP853 explicit; BDF, LSODA "
-              "stiff, with the analytic Jacobian, for m·d ≤ 4096)",
-              choices=("RK45", "DOP853", "BDF", "LSODA")),
+              "stiff, with the analytic Jacobian, for m·d ≤ 4096; CVODE stiff, matrix-free, "
+              "needs scikit-sundae)", choices=("RK45", "DOP853", "BDF", "LSODA", "CVODE")),
         Param("early_stop", "bool", False, "solve: stop once every learnable teacher is "
               "recovered and the loss has settled; later output times hold that state"),
         Param("lr", "float", None, "train: online-SGD step (default 0.1/d²); time = lr × step",
@@ -734,9 +756,12 @@ class Hermite(Model):
 
     @classmethod
     def derive(cls, action: str, values: dict[str, Any]) -> None:
-        """SGD's learning rate, when not given: ``0.1 / d²``."""
+        """SGD's learning rate, when not given: ``0.1 / d²``; the flow's ``rtol``, when not
+        given: :data:`DEFAULT_RTOL` of the method."""
         if action == "train" and values["lr"] is None:
             values["lr"] = 0.1 / values["d"] ** 2
+        if values.get("rtol") is None:
+            values["rtol"] = DEFAULT_RTOL.get(str(values.get("method")), 1e-7)
 
     @classmethod
     def check(cls, action: str, values: Mapping[str, Any]) -> None:
@@ -764,6 +789,11 @@ class Hermite(Model):
         if action == "train" and values["early_stop"]:
             raise BadInput("parameter early_stop: only for solve (the flow); train has "
                            "stop_on_recovery")
+        if (action == "solve" and values["method"] in KRYLOV_METHODS
+                and importlib.util.find_spec("sksundae") is None):
+            raise BadInput(f"parameter method: {values['method']} needs the package "
+                           "scikit-sundae (pip install scikit-sundae; wheels for Linux x86_64, "
+                           "macOS arm64 and Windows amd64)")
         if action == "solve" and values["method"] in STIFF_METHODS:
             n = values["m"] * d
             if n > JACOBIAN_LIMIT:
@@ -944,7 +974,8 @@ class Hermite(Model):
         loss_th = np.stack([idealised_loss(times, t_th[b], a[b], c) for b in range(B)])
         coord = var(("time",), times, "gradient-flow time t", "time")
         extra = {"nfev": var(("point",), res["nfev"], "right-hand-side (gradient) evaluations"),
-                 "njev": var(("point",), res["njev"], "Jacobian evaluations (BDF, LSODA)"),
+                 "njev": var(("point",), res["njev"], "Jacobian evaluations (BDF, LSODA); "
+                             "Hessian-vector products (CVODE)"),
                  "t_stop": var(("point",), res["t_stop"], "time at which the integration ended "
                                "(t_max unless early_stop or divergence); later output times "
                                "hold the state there", "time"),

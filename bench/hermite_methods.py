@@ -1,0 +1,164 @@
+"""The hermite flow's integrators side by side: evaluations, wall time and accuracy.
+
+Run: ``python bench/hermite_methods.py --quick`` (the three short flows below, seeds 0, 1
+and 2; about 15 minutes on one loaded core, a third of it the references).
+
+Each flow is ``solve hermite`` with d = 256, P = 128, k = 4, β = 0.8, σ0 = 0.01, m = 64,
+t_max = 7000, decades = 4, n_records = 100 and one seed, integrated by RK45 and DOP853
+(explicit), by CVODE (BDF with matrix-free Newton–GMRES on Hessian–vector products,
+docs/hermite.md, "Integrators"), each at the model's default tolerance for it, and by
+LSODA/BDF only where ``m·d ≤ 4096`` (their dense Jacobian; not on these flows, where
+``m·d = 16,384``). The reference is RK45 at rtol 1e-10.
+
+Columns: counted gradient evaluations (``nfev``) and Hessian–vector products (``njev``);
+``priced``, the evaluations with a product priced at its measured cost relative to a
+gradient (and CVODE's right-hand side, which keeps what the product reuses, at its own
+measured cost, plus the set-up of one linearisation per evaluation, an upper bound);
+the ratio of RK45's priced evaluations to the method's; wall seconds and their ratio; and
+against the reference: the same set of recovered teachers, the largest relative error of a
+recovery time and of the loss at an output time, and ``ok`` when those are within 0.5% and
+1e-3 with the same set (the accuracy asked of a method, docs/hermite.md).
+
+Evaluation counts are the primary figure: wall times move with the machine's load, printed
+first and last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SHORT = {"d": 256, "P": 128, "k": 4, "beta": 0.8, "sigma0": 0.01, "m": 64, "t_max": 7000.0,
+         "decades": 4.0, "n_records": 100}
+"""The short flow (one seed each)."""
+REFERENCE_RTOL = 1e-10
+T_REC_TOL, LOSS_TOL = 5e-3, 1e-3
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def solve(values: dict[str, Any]) -> tuple[Any, float, float]:
+    """The result of one ``solve``, its wall seconds and the rtol it ran at."""
+    from richlazy_cli.models.base import Batch
+    from richlazy_cli.models.hermite.model import Hermite
+
+    resolved = Hermite.resolve("solve", values)
+    start = time.perf_counter()
+    result = Hermite().solve(Batch.from_points(Hermite, [resolved]))
+    return result, time.perf_counter() - start, float(resolved["rtol"])
+
+
+def best_time(fn: Callable[[], Any], reps: int = 100, rounds: int = 5) -> float:
+    best = np.inf
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        best = min(best, (time.perf_counter() - start) / reps)
+    return float(best)
+
+
+def prices(values: dict[str, Any]) -> dict[str, float]:
+    """The cost, relative to one gradient evaluation (``population_loss_grad``), of CVODE's
+    right-hand side, of one linearisation's set-up and of one product, at a state with half
+    its neurons converged onto teachers (the plateau's)."""
+    from richlazy_cli.models.hermite._linear import FlowOperators
+    from richlazy_cli.models.hermite._population import R_FLOOR, population_loss_grad
+    from richlazy_cli.models.hermite.model import hermite_coeffs, teacher_weights
+
+    m, d, P = values["m"], values["d"], values["P"]
+    rng = np.random.default_rng(0)
+    a = teacher_weights(P, values["beta"])
+    c = hermite_coeffs(values["k"], None)
+    V = values["sigma0"] * rng.standard_normal((m, d)) / np.sqrt(d)
+    half = m // 2
+    V[np.arange(half), np.arange(half)] = np.sqrt(a[:half])
+    y, v = V.ravel(), rng.standard_normal(m * d)
+    ops = FlowOperators(m, d, a, c, R_FLOOR)
+    grad = best_time(lambda: population_loss_grad(V, a, c))
+    rhs = best_time(lambda: ops.rhs(0.0, y))
+    ops.rhs(0.0, y)
+    setup = best_time(lambda: ops.linearise(0.0, y))
+    jv = ops.linearise(0.0, y)
+    product = best_time(lambda: jv(v))
+    return {"rhs": rhs / grad, "setup": setup / grad, "jv": product / grad}
+
+
+def accuracy(res: Any, ref: Any) -> tuple[bool, float, float, int]:
+    t, t_ref = res["t_recover"].values[0], ref["t_recover"].values[0]
+    same = bool(np.array_equal(np.isfinite(t), np.isfinite(t_ref)))
+    both = np.isfinite(t) & np.isfinite(t_ref)
+    t_err = float(np.max(np.abs(t[both] / t_ref[both] - 1.0))) if both.any() else 0.0
+    loss, loss_ref = res["loss"].values[0], ref["loss"].values[0]
+    loss_err = float(np.max(np.abs(loss / loss_ref - 1.0)))
+    return same, t_err, loss_err, int(np.count_nonzero(np.isfinite(t)))
+
+
+def methods_for(values: dict[str, Any]) -> list[str]:
+    from richlazy_cli.models.hermite.model import JACOBIAN_LIMIT
+
+    names = ["RK45", "DOP853", "CVODE"]
+    if values["m"] * values["d"] <= JACOBIAN_LIMIT:
+        names += ["LSODA", "BDF"]
+    return names
+
+
+def bench(flows: list[tuple[str, dict[str, Any]]]) -> None:
+    print(load(), flush=True)
+    price = prices(flows[0][1])
+    print(f"cost relative to a gradient (d={flows[0][1]['d']}, m={flows[0][1]['m']}): CVODE's "
+          f"right-hand side {price['rhs']:.2f}, a linearisation's set-up {price['setup']:.2f}, "
+          f"a Hessian-vector product {price['jv']:.2f}", flush=True)
+    header = (f"{'flow':<14}{'method':<8}{'rtol':>7}{'nfev':>8}{'njev':>8}{'priced':>9}"
+              f"{'×RK45':>7}{'wall s':>8}{'×RK45':>7}{'rec':>5}{'same':>6}{'t_rec err':>11}"
+              f"{'loss err':>10}{'ok':>4}")
+    for name, values in flows:
+        ref, ref_wall, _ = solve({**values, "method": "RK45", "rtol": REFERENCE_RTOL})
+        rows = []
+        for method in methods_for(values):
+            res, wall, rtol = solve({**values, "method": method})
+            nfev, njev = int(res["nfev"].values[0]), int(res["njev"].values[0])
+            priced = float(nfev)
+            if method == "CVODE":
+                priced = (price["rhs"] + price["setup"]) * nfev + price["jv"] * njev
+            rows.append((method, res, wall, nfev, njev, priced, rtol))
+            print(f"  ({name} {method}: {wall:.0f} s)", flush=True)
+        print(f"{name}: reference RK45 at rtol {REFERENCE_RTOL:g}: nfev "
+              f"{int(ref['nfev'].values[0])}, {ref_wall:.0f} s; {load()}")
+        print(header)
+        rk_priced, rk_wall = rows[0][5], rows[0][2]
+        for method, res, wall, nfev, njev, priced, rtol in rows:
+            same, t_err, loss_err, rec = accuracy(res, ref)
+            ok = same and t_err <= T_REC_TOL and loss_err <= LOSS_TOL
+            print(f"{name:<14}{method:<8}{rtol:>7.0e}{nfev:>8}{njev:>8}{priced:>9.0f}"
+                  f"{rk_priced / priced:>7.2f}{wall:>8.1f}{rk_wall / wall:>7.2f}{rec:>5}"
+                  f"{'yes' if same else 'NO':>6}{t_err:>11.1e}{loss_err:>10.1e}"
+                  f"{'yes' if ok else 'NO':>4}", flush=True)
+    print(load())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="the three short flows (seeds 0, 1, 2); the only mode so far")
+    parser.add_argument("--seeds", default="0,1,2", help="seeds of the short flow")
+    args = parser.parse_args()
+    if not args.quick:
+        parser.error("only --quick is implemented (the short flows)")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    bench([(f"short seed {s}", {**SHORT, "seed": s}) for s in seeds])
+
+
+if __name__ == "__main__":
+    main()
