@@ -1,7 +1,8 @@
 """The hermite flow's integrators side by side: evaluations, wall time and accuracy.
 
-Run: ``python bench/hermite_methods.py --quick`` (the three short flows below, seeds 0, 1
-and 2; about 15 minutes on one loaded core, a third of it the references).
+Run: ``python bench/hermite_methods.py --quick [--jobs 2]`` (the three short flows below,
+seeds 0, 1 and 2: twelve solves, a third of the time the references; ``--jobs`` solves that
+many at once, in worker processes).
 
 Each flow is ``solve hermite`` with d = 256, P = 128, k = 4, β = 0.8, σ0 = 0.01, m = 64,
 t_max = 7000, decades = 4, n_records = 100 and one seed, integrated by RK45 and DOP853
@@ -13,7 +14,8 @@ LSODA/BDF only where ``m·d ≤ 4096`` (their dense Jacobian; not on these flows
 Columns: counted gradient evaluations (``nfev``) and Hessian–vector products (``njev``);
 ``priced``, the evaluations with a product priced at its measured cost relative to a
 gradient (and CVODE's right-hand side, which keeps what the product reuses, at its own
-measured cost, plus the set-up of one linearisation per evaluation, an upper bound);
+measured cost, plus the set-up of one linearisation per evaluation, an upper bound; a dense
+Jacobian of BDF/LSODA at ``m·d`` products, its factorisation unpriced);
 the ratio of RK45's priced evaluations to the method's; wall seconds and their ratio; and
 against the reference: the same set of recovered teachers, the largest relative error of a
 recovery time and of the loss at an output time, and ``ok`` when those are within 0.5% and
@@ -95,12 +97,15 @@ def prices(values: dict[str, Any]) -> dict[str, float]:
     return {"rhs": rhs / grad, "setup": setup / grad, "jv": product / grad}
 
 
-def accuracy(res: Any, ref: Any) -> tuple[bool, float, float, int]:
-    t, t_ref = res["t_recover"].values[0], ref["t_recover"].values[0]
+def accuracy(res: dict[str, np.ndarray], ref: dict[str, np.ndarray]
+             ) -> tuple[bool, float, float, int]:
+    """Same recovered set, largest relative error of a recovery time and of the loss at an
+    output time, and the count recovered."""
+    t, t_ref = res["t_recover"][0], ref["t_recover"][0]
     same = bool(np.array_equal(np.isfinite(t), np.isfinite(t_ref)))
     both = np.isfinite(t) & np.isfinite(t_ref)
     t_err = float(np.max(np.abs(t[both] / t_ref[both] - 1.0))) if both.any() else 0.0
-    loss, loss_ref = res["loss"].values[0], ref["loss"].values[0]
+    loss, loss_ref = res["loss"][0], ref["loss"][0]
     loss_err = float(np.max(np.abs(loss / loss_ref - 1.0)))
     return same, t_err, loss_err, int(np.count_nonzero(np.isfinite(t)))
 
@@ -114,31 +119,47 @@ def methods_for(values: dict[str, Any]) -> list[str]:
     return names
 
 
-def bench(flows: list[tuple[str, dict[str, Any]]]) -> None:
+def _run(task: tuple[str, dict[str, Any]]) -> tuple[dict[str, np.ndarray], float, float]:
+    """One solve in a worker: the arrays the table reads, its wall seconds and its rtol."""
+    _, values = task
+    res, wall, rtol = solve(values)
+    return ({k: res[k].values for k in ("nfev", "njev", "t_recover", "loss")}, wall, rtol)
+
+
+def bench(flows: list[tuple[str, dict[str, Any]]], jobs: int = 1) -> None:
+    """Print the table for ``flows`` (name, values), solving ``jobs`` flows at a time."""
+    from concurrent.futures import ProcessPoolExecutor
+
     print(load(), flush=True)
     price = prices(flows[0][1])
     print(f"cost relative to a gradient (d={flows[0][1]['d']}, m={flows[0][1]['m']}): CVODE's "
           f"right-hand side {price['rhs']:.2f}, a linearisation's set-up {price['setup']:.2f}, "
           f"a Hessian-vector product {price['jv']:.2f}", flush=True)
+    tasks = []
+    for name, values in flows:
+        tasks.append((f"{name}|reference", {**values, "method": "RK45", "rtol": REFERENCE_RTOL}))
+        tasks += [(f"{name}|{method}", {**values, "method": method})
+                  for method in methods_for(values)]
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        done = dict(zip((key for key, _ in tasks), pool.map(_run, tasks), strict=True))
     header = (f"{'flow':<14}{'method':<8}{'rtol':>7}{'nfev':>8}{'njev':>8}{'priced':>9}"
               f"{'×RK45':>7}{'wall s':>8}{'×RK45':>7}{'rec':>5}{'same':>6}{'t_rec err':>11}"
               f"{'loss err':>10}{'ok':>4}")
     for name, values in flows:
-        ref, ref_wall, _ = solve({**values, "method": "RK45", "rtol": REFERENCE_RTOL})
-        rows = []
+        ref, ref_wall, _ = done[f"{name}|reference"]
+        print(f"{name}: reference RK45 at rtol {REFERENCE_RTOL:g}: nfev "
+              f"{int(ref['nfev'][0])}, {ref_wall:.0f} s")
+        print(header)
+        rk = done[f"{name}|RK45"]
+        rk_priced, rk_wall = float(rk[0]["nfev"][0]), rk[1]
         for method in methods_for(values):
-            res, wall, rtol = solve({**values, "method": method})
-            nfev, njev = int(res["nfev"].values[0]), int(res["njev"].values[0])
+            res, wall, rtol = done[f"{name}|{method}"]
+            nfev, njev = int(res["nfev"][0]), int(res["njev"][0])
             priced = float(nfev)
             if method == "CVODE":
                 priced = (price["rhs"] + price["setup"]) * nfev + price["jv"] * njev
-            rows.append((method, res, wall, nfev, njev, priced, rtol))
-            print(f"  ({name} {method}: {wall:.0f} s)", flush=True)
-        print(f"{name}: reference RK45 at rtol {REFERENCE_RTOL:g}: nfev "
-              f"{int(ref['nfev'].values[0])}, {ref_wall:.0f} s; {load()}")
-        print(header)
-        rk_priced, rk_wall = rows[0][5], rows[0][2]
-        for method, res, wall, nfev, njev, priced, rtol in rows:
+            elif method in ("BDF", "LSODA"):  # a dense Jacobian: m·d products (its LU unpriced)
+                priced += price["jv"] * njev * values["m"] * values["d"]
             same, t_err, loss_err, rec = accuracy(res, ref)
             ok = same and t_err <= T_REC_TOL and loss_err <= LOSS_TOL
             print(f"{name:<14}{method:<8}{rtol:>7.0e}{nfev:>8}{njev:>8}{priced:>9.0f}"
@@ -153,11 +174,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="the three short flows (seeds 0, 1, 2); the only mode so far")
     parser.add_argument("--seeds", default="0,1,2", help="seeds of the short flow")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="solves at a time (worker processes); wall times then share cores")
     args = parser.parse_args()
     if not args.quick:
         parser.error("only --quick is implemented (the short flows)")
     seeds = [int(s) for s in args.seeds.split(",")]
-    bench([(f"short seed {s}", {**SHORT, "seed": s}) for s in seeds])
+    bench([(f"short seed {s}", {**SHORT, "seed": s}) for s in seeds], args.jobs)
 
 
 if __name__ == "__main__":
