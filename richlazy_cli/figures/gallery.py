@@ -3,25 +3,28 @@
 order, each captioned with the paper's claim, the measured value from the run, the job file and
 sizes used, and where the run differs from the paper's protocol (docs/figures.md).
 
-A folder written here is rewritten whole: the files a previous build listed in its
-``figures.json`` and does not write again are removed, so no stale figure survives.
+A folder written here is rewritten whole: the registered figures a previous build listed in
+its ``figures.json`` and does not write again are removed, so no stale figure survives; a
+manifest that richlazy did not write (no ``written_by`` mark) gets nothing deleted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput
+from ..errors import BadInput, point_counts
 from ..report.build import changed_params
 from ..report.data import ResultFile
+from ..report.explore import link_html, write_explore
 from ..report.html import CSS
-from ..report.style import FORMATS, save, style
+from ..report.style import FORMATS, WRITER, save, stale_files, style
 from .common import Built
 from .registry import REGISTRY, PaperFigure, get
 
@@ -66,6 +69,41 @@ def draw(fig_def: PaperFigure, files: Sequence[ResultFile]) -> Built:
         return fig_def.build(files)
 
 
+DRAWING_ERRORS = (BadInput, KeyError, ValueError, IndexError)
+"""What drawing a figure from results it cannot show raises (matplotlib's "cannot be
+log-scaled", a selection with no point): bad input of the figure's files, not a bug."""
+
+
+def drawn(fig_def: PaperFigure, files: Sequence[ResultFile]) -> Built:
+    """:func:`draw`, or BadInput naming the figure, its files and what is wrong: a file
+    without one point done (every point failed or missing) has nothing to draw, and an
+    error while drawing is the files' (:func:`drawing`)."""
+    for rf in files:
+        counts = point_counts(rf.ds["status"].values) if "status" in rf.ds.variables else None
+        if counts is not None and counts["total"] and not counts["done"]:
+            raise BadInput(f"figure {fig_def.name}: {rf.path}: no point is done "
+                           f"({counts['failed']} failed, {counts['missing']} missing of "
+                           f"{counts['total']}): nothing to draw")
+    with drawing(fig_def, files):
+        return draw(fig_def, files)
+
+
+@contextlib.contextmanager
+def drawing(fig_def: PaperFigure, files: Sequence[ResultFile]) -> Iterator[None]:
+    """Drawing or saving ``fig_def`` from ``files``: an error of :data:`DRAWING_ERRORS`
+    (matplotlib's "cannot be log-scaled" raised when the axis is drawn, at the save) is
+    BadInput naming the figure, the files and the error."""
+    try:
+        yield
+    except BadInput as exc:
+        raise BadInput(f"figure {fig_def.name}: {exc}") from None
+    except DRAWING_ERRORS as exc:
+        names = ", ".join(str(f.path) for f in files) or "no file"
+        why = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BadInput(f"figure {fig_def.name}: {names}: cannot be drawn from these results "
+                       f"({type(exc).__name__}: {why})") from None
+
+
 def caption(fig_def: PaperFigure, built: Built, files: Sequence[ResultFile]) -> dict[str, str]:
     runs = "; ".join(f"{rf.path.name} ({sizes(rf)})" for rf in files) or \
         "no result file (drawn from the initialisation alone)"
@@ -87,14 +125,17 @@ def write_figure(name: str, inputs: Sequence[Path], out_dir: Path, fmt: str = "p
     fig_def = get(name)
     if fmt not in FORMATS:
         raise BadInput(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    files = [ResultFile.load(Path(p)) for p in inputs]
+    try:
+        files = [ResultFile.load(Path(p)) for p in inputs]  # its lines name the file
+    except BadInput as exc:
+        raise BadInput(f"figure {name}: {exc}") from None
     if fig_def.jobs and not files:
         raise BadInput(f"figure {name}: needs a result of {', '.join(fig_def.jobs)}")
     start = time.perf_counter()
-    built = draw(fig_def, files)
+    built = drawn(fig_def, files)
     out_dir.mkdir(parents=True, exist_ok=True)
     file = f"{name}.{fmt}"
-    with style():
+    with style(), drawing(fig_def, files):
         save(built.fig, out_dir / file, fmt)
     return {"name": name, "file": file, "caption": caption(fig_def, built, files),
             "measured": _jsonable(built.measured), "seconds": time.perf_counter() - start,
@@ -102,20 +143,18 @@ def write_figure(name: str, inputs: Sequence[Path], out_dir: Path, fmt: str = "p
 
 
 def _remove_stale(out_dir: Path, keep: set[str]) -> list[str]:
-    manifest = out_dir / MANIFEST
-    if not manifest.exists():
-        return []
-    try:
-        old = json.loads(manifest.read_text(encoding="utf-8")).get("files", [])
-    except (ValueError, AttributeError):
-        return []
-    removed = []
-    for name in old:
-        path = out_dir / str(name)
-        if str(name) not in keep and path.parent == out_dir and path.is_file():
-            path.unlink()
-            removed.append(str(name))
-    return removed
+    """Remove the registered figures a previous build listed in the folder's
+    ``figures.json`` and does not write again (:func:`~richlazy_cli.report.style.stale_files`:
+    only from richlazy's own manifest, only ``<registered figure>.<format>`` names)."""
+    stale = stale_files(out_dir / MANIFEST, keep, _is_registered_figure)
+    for path in stale:
+        path.unlink()
+    return [path.name for path in stale]
+
+
+def _is_registered_figure(name: str) -> bool:
+    stem, _, fmt = name.rpartition(".")
+    return fmt in FORMATS and stem in {f.name for f in REGISTRY}
 
 
 def write_figures(names: Sequence[str], inputs: Sequence[Path], out_dir: Path,
@@ -157,7 +196,9 @@ def _entry_html(fig_def: PaperFigure, entry: dict[str, Any] | None, why: str = "
     width = entry.get("width_in")
     size = f' style="width: {float(width):.2f}in"' if width else ""  # its own size: 8 pt text
     return (head + f'<figure class="paper"{size}><a href="{href}"><img src="{href}" '
-            f'alt="{escape(fig_def.label)}"></a></figure><dl>{dl}</dl></section>')
+            f'alt="{escape(fig_def.label)}"></a></figure>'
+            + (link_html(entry["explore"]) if entry.get("explore") else "")
+            + f"<dl>{dl}</dl></section>")
 
 
 GALLERY_CSS = CSS + """
@@ -171,7 +212,8 @@ def _finish(out_dir: Path, entries: list[dict[str, Any]], title: str,
             sections: list[str] | None = None, toc: list[tuple[str, str]] | None = None) -> None:
     keep = {e["file"] for e in entries} | {"index.html", MANIFEST}
     _remove_stale(out_dir, keep)
-    manifest = {"files": sorted(e["file"] for e in entries), "figures": entries}
+    manifest = {"written_by": WRITER, "files": sorted(e["file"] for e in entries),
+                "figures": entries}
     (out_dir / MANIFEST).write_text(json.dumps(_jsonable(manifest), indent=2,
                                                allow_nan=False) + "\n", encoding="utf-8")
     if sections is None:
@@ -222,17 +264,21 @@ def build_gallery(results: Path, out_dir: Path, fmt: str = "png", full: bool = F
                     cache[p] = ResultFile.load(p)
             files = [cache[p] for p in paths]
             start = time.perf_counter()
-            built = draw(fig_def, files)
+            built = drawn(fig_def, files)
             file = f"{fig_def.name}.{fmt}"
-            with style():
+            with style(), drawing(fig_def, files):
                 save(built.fig, out_dir / file, fmt)
-        except (BadInput, KeyError, ValueError, IndexError) as exc:
+        except DRAWING_ERRORS as exc:
             sections.append(_entry_html(fig_def, None, f"{type(exc).__name__}: {exc}"))
             continue
         entry = {"name": fig_def.name, "file": file, "caption": caption(fig_def, built, files),
                  "measured": _jsonable(built.measured),
                  "seconds": time.perf_counter() - start,
                  "width_in": float(built.fig.get_figwidth())}
+        if "heat map" in fig_def.layout:  # a phase diagram: its interactive view too
+            page = write_explore(files[0], out_dir)
+            if page is not None:
+                entry["explore"] = page.name
         entries.append(entry)
         sections.append(_entry_html(fig_def, entry))
     _finish(out_dir, entries, title, sections, toc)

@@ -44,11 +44,12 @@ from ..errors import BadInput
 from ..params import jsonable
 from . import neurons
 from .data import REDUCTIONS, ResultFile, format_value, resolve_at
+from .explore import write_explore
 from .families import family_figures, family_set_figures
 from .html import render_index
 from .options import ReportKind
 from .plots import Drawn, draw_lines, draw_phase, draw_theory
-from .style import FORMATS, save, style
+from .style import FORMATS, WRITER, save, stale_files, style
 from .summary import variable_stats
 
 KINDS = tuple(k.value for k in ReportKind)
@@ -469,15 +470,6 @@ def _scaling_figures(rf: ResultFile, out_dir: Path, fmt: str, fields: dict[str, 
     return entries
 
 
-def _previous_figures(out_dir: Path) -> set[str]:
-    """The figure files a previous report in ``out_dir`` listed in its summary.json."""
-    try:
-        old = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
-        return {str(f["file"]) for f in old.get("figures", []) if "/" not in str(f["file"])}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return set()
-
-
 # -- the kinds ------------------------------------------------------------------------------
 Check = Callable[[list[ResultFile], list[Plan], dict[str, list[str]]], None]
 WholeBuilder = Callable[[list[ResultFile], Path, Request, dict[str, dict[str, str]]],
@@ -601,6 +593,24 @@ def _plan_all(files: list[ResultFile], req: Request, ats: dict[str, dict[str, in
     return plans
 
 
+def _explore_pages(plans: list[Plan], figures: list[dict[str, Any]], out_dir: Path,
+                   ats: dict[str, dict[str, int]], req: Request) -> None:
+    """Each phase diagram's interactive view (report/explore.py, docs/figures.md): one page
+    per file and pair of axes, linked from the diagram's entry (``explore``: the page's file
+    name). ``figures`` are the entries of ``plans``, in order."""
+    pages: dict[tuple[str, str, str], Path | None] = {}
+    for plan, entry in zip(plans, figures, strict=True):
+        if plan.kind != "phase":
+            continue
+        key = (plan.rf.stem, plan.args["x"], plan.args["y"])
+        if key not in pages:
+            pages[key] = write_explore(plan.rf, out_dir, key[1], key[2], ats[plan.rf.stem],
+                                       req.reduce)
+        page = pages[key]
+        if page is not None:
+            entry["explore"] = page.name
+
+
 def _draw_planned(plan: Plan, at: dict[str, int], req: Request, out_dir: Path,
                   fields: dict[str, str]) -> dict[str, Any]:
     """Draw and save ``plan``; its entry in the summary."""
@@ -621,13 +631,17 @@ def _draw_planned(plan: Plan, at: dict[str, int], req: Request, out_dir: Path,
     return entry
 
 
-def _remove_stale(out_dir: Path, previous: set[str], figures: list[dict[str, Any]]) -> None:
-    """A rewritten folder keeps no figure of an older report."""
+def _remove_stale(out_dir: Path, figures: list[dict[str, Any]]) -> None:
+    """A rewritten folder keeps no figure of an older report: the figure files its
+    ``summary.json`` listed, if richlazy wrote it (:func:`.style.stale_files`)."""
     written = {str(f["file"]) for f in figures}
-    for stale in previous - written:
-        path = out_dir / stale
-        if path.parent == out_dir and path.is_file():
-            path.unlink()
+    for stale in stale_files(out_dir / "summary.json", written, _is_report_figure):
+        stale.unlink()
+
+
+def _is_report_figure(name: str) -> bool:
+    """A name :func:`figure_name` or a scaling figure could have written."""
+    return Path(name).suffix.lstrip(".") in FORMATS and Path(name).stem != ""
 
 
 def _write_index(inputs: Sequence[Path], files: list[ResultFile], out_dir: Path,
@@ -636,7 +650,8 @@ def _write_index(inputs: Sequence[Path], files: list[ResultFile], out_dir: Path,
                  ) -> dict[str, Any]:
     """Write ``summary.json`` and ``index.html``; return the summary."""
     stats = {rf.stem: {v: variable_stats(rf, v) for v in names[rf.stem]} for rf in files}
-    summary = {"inputs": [str(p) for p in inputs], "figures": figures, "variables": stats,
+    summary = {"written_by": WRITER, "inputs": [str(p) for p in inputs], "figures": figures,
+               "variables": stats,
                "notes": [f"{stem}: {text}" for stem, texts in notes.items() for text in texts]}
     summary = user_names(summary)
     (out_dir / "summary.json").write_text(
@@ -663,7 +678,7 @@ def build_report(
 
     Returns the summary written to ``out_dir/summary.json``::
 
-        {"inputs": [path, ...],
+        {"written_by": "richlazy", "inputs": [path, ...],
          "figures": [{"file", "kind", "var", "source", "caption", "stem", "missing"}, ...],
          "variables": {stem: {var: {"min", "max", "argmin", "argmax", "long_name", "units"}}},
          "notes": ["<stem>: what was not drawn and why", ...]}
@@ -684,14 +699,14 @@ def build_report(
     REPORT_KINDS[req.kind].check(files, plans, notes)
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    previous = _previous_figures(out_dir)
     fields = {rf.stem: provenance_fields(rf) for rf in files}
     with style():
         figures = [_draw_planned(plan, ats[plan.rf.stem], req, out_dir, fields[plan.rf.stem])
                    for plan in plans]
+        _explore_pages(plans, figures, out_dir, ats, req)
         for whole in REPORT_KINDS[req.kind].whole:
             figures += whole(files, out_dir, req, fields)
-    _remove_stale(out_dir, previous, figures)
+    _remove_stale(out_dir, figures)
     return _write_index(inputs, files, out_dir, figures, names, notes, fields, req.fmt)
 
 

@@ -11,8 +11,9 @@ Sizes suit a paper's single column: 3.4 in wide, 8 pt text, constrained layout.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,28 @@ MISSING_HATCH = "0.55"  # ... hatched in a darker grey
 SEQUENTIAL = "viridis"
 DIVERGING = "RdBu_r"
 FORMATS = tuple(f.value for f in Format)
+WRITER = "richlazy"
+"""The ``written_by`` value of the manifests richlazy writes (``summary.json``,
+``figures.json``): a folder's manifest without it is another tool's, and nothing it lists is
+ever deleted (docs/figures.md)."""
+
+
+def stale_files(manifest: Path, keep: set[str], ours: Callable[[str], bool]) -> list[Path]:
+    """The files a previous build listed in ``manifest`` (its ``figures`` entries' ``file``)
+    and does not write again: only when the manifest carries richlazy's mark
+    (:data:`WRITER`), only plain files directly in its folder, and only names ``ours`` accepts
+    (a figure name richlazy would write). Anything else is left alone."""
+    try:
+        old = json.loads(manifest.read_text(encoding="utf-8"))
+        if old.get("written_by") != WRITER:
+            return []
+        names = {str(entry["file"]) for entry in old.get("figures", [])}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return []
+    folder = manifest.parent
+    return [folder / name for name in sorted(names - keep)
+            if "/" not in name and ours(name) and (folder / name).is_file()
+            and not (folder / name).is_symlink()]
 
 RC: dict[RcKeyType, Any] = {
     "font.size": 8,

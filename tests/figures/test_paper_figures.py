@@ -159,14 +159,15 @@ def test_azulay_is_lines_against_alpha_one_per_shape(tiny_results: Path,
 def test_gallery_links_only_files_that_exist(tiny_results: Path, tmp_path: Path) -> None:
     out = tmp_path / "paper"
     out.mkdir()
-    (out / "stale.png").write_bytes(b"old")
-    (out / gallery.MANIFEST).write_text(json.dumps({"files": ["stale.png"]}))
+    (out / "kunin-fig3.svg").write_bytes(b"old")  # an older build's figure, in richlazy's manifest
+    (out / gallery.MANIFEST).write_text(json.dumps(
+        {"written_by": "richlazy", "figures": [{"file": "kunin-fig3.svg"}]}))
     entries = gallery.build_gallery(tiny_results, out)
     assert {e["name"] for e in entries} == {f.name for f in REGISTRY}
     html = (out / "index.html").read_text(encoding="utf-8")
     links = re.findall(r'(?:src|href)="([^"#]+)"', html)
     assert links and all((out / link).is_file() for link in links)
-    assert not (out / "stale.png").exists()
+    assert not (out / "kunin-fig3.svg").exists()
     # paper order, a table of contents, and each caption's parts
     positions = [html.index(f'id="{f.name}"') for f in REGISTRY]
     assert positions == sorted(positions)
@@ -212,7 +213,8 @@ def test_report_labels_axes_captions_and_folder(tiny_results: Path, tmp_path: Pa
     out = tmp_path / "rep"
     out.mkdir()
     (out / "old-figure.png").write_bytes(b"stale")
-    (out / "summary.json").write_text(json.dumps({"figures": [{"file": "old-figure.png"}]}))
+    (out / "summary.json").write_text(json.dumps({"written_by": "richlazy",
+                                                  "figures": [{"file": "old-figure.png"}]}))
     summary = build_report([fig10], out)
     assert not (out / "old-figure.png").exists()  # a rewritten folder keeps no stale figure
     drawn_vars = {f["var"] for f in summary["figures"]}
