@@ -476,6 +476,33 @@ def expected_evaluations(values: Mapping[str, Any]) -> float:
     return search * min(1.0, t_end / first) + rate * t_end
 
 
+CVODE_FIXED, CVODE_PER_TEACHER = 1500.0, 65.0
+"""CVODE's gradient evaluations at ``rtol = 1e-8``: a fixed part and a part per teacher the
+greedy theory recovers before the flow ends (:func:`expected_cvode_evaluations`)."""
+JVP_COST = 0.8
+"""One Hessian–vector product of :class:`._linear.FlowOperators` in gradient evaluations
+(bench/hermite_methods.py measures 0.8 at d = 256, m = 64); CVODE needs about 1.2 per
+gradient evaluation."""
+CVODE_PRODUCTS_PER_EVALUATION = 1.2
+
+
+def expected_cvode_evaluations(values: Mapping[str, Any]) -> float:
+    """CVODE's work on a ``solve`` configuration in gradient evaluations, a product priced at
+    :data:`JVP_COST`: ``(1 + 1.2 · 0.8) · (1500 + 65 n) · (1e-8/rtol)^{1/5}`` with ``n`` the
+    teachers the greedy theory recovers by ``t_max``. Its plateaus cost almost nothing (its
+    step grows with the time scale of the dynamics), so what it pays for is the search and the
+    escapes. Fitted on two shapes (bench/hermite_methods.py), where it lies within 0.88–1.54
+    of the measured ``nfev + 0.8 njev``: d = 256, P = 128, m = 64, t_max = 7000 (seeds 0–2:
+    3,915–6,424 evaluations, the model 5,660) and d = 32, P = 8, m = 8, t_max = 300 (seeds
+    0–1: 1,595–1,801, the model 1,955–2,020); not checked on the job files."""
+    greedy = _greedy_times(values)
+    t_max = float(values["t_max"])
+    learned = 0 if greedy is None else int(np.count_nonzero(greedy[0] <= t_max))
+    scale = (1e-8 / float(values.get("rtol") or 1e-8)) ** 0.2
+    nfev = (CVODE_FIXED + CVODE_PER_TEACHER * learned) * scale
+    return (1.0 + CVODE_PRODUCTS_PER_EVALUATION * JVP_COST) * nfev
+
+
 def log_steps(steps: int, n: int) -> np.ndarray:
     """0 followed by up to ``n`` distinct log-spaced integer steps from 1 to ``steps``."""
     return record_grid(int(steps), n)
@@ -820,7 +847,8 @@ class Hermite(Model):
         """Flops-like estimate of ``action`` (which :meth:`Model.footprint` passes to a cost
         that declares it). solve: gradient evaluations of
         :func:`evaluation_work` each, the integrator's evaluations
-        (:func:`expected_evaluations`; the implicit BDF/LSODA ~7 per unit of GF time) and one
+        (:func:`expected_evaluations`; CVODE :func:`expected_cvode_evaluations`; the implicit
+        BDF/LSODA ~7 per unit of GF time) and one
         per output time (its loss and overlaps); train: O(batch·m·d) per SGD step
         (:func:`expected_steps`), :data:`SGD_WORK_PER_SAMPLE` of the implementation that
         trains."""
@@ -828,6 +856,8 @@ class Hermite(Model):
         if action == "solve":
             if values.get("method", "RK45") in STABILITY_INTERVAL:
                 evaluations = expected_evaluations(values)
+            elif values.get("method") in KRYLOV_METHODS:
+                evaluations = expected_cvode_evaluations(values)
             else:
                 evaluations = 7.0 * float(values["t_max"])
             evaluations += int(values["n_records"]) + 1
@@ -840,14 +870,17 @@ class Hermite(Model):
     @classmethod
     def _result_cost(cls, values: Mapping[str, Any], data: xr.Dataset) -> float | None:
         """The cost (units of :meth:`_cost`) of the work a computed solve actually did: its
-        counted gradient evaluations (``nfev``, summed over the points) and output times;
-        None for train, whose results count none. The dry run prices its probe by this
+        counted gradient evaluations (``nfev``, summed over the points; CVODE's Hessian–vector
+        products ``njev`` at :data:`JVP_COST` each) and output times; None for train, whose
+        results count none. The dry run prices its probe by this
         (docs/estimates.md)."""
         if "nfev" not in data:
             return None
         m, d = values["m"], values["d"]
         points = int(data.sizes.get("point", 1))
         evaluations = float(np.sum(data["nfev"].values)) + points * (int(values["n_records"]) + 1)
+        if values.get("method") in KRYLOV_METHODS and "njev" in data:
+            evaluations += JVP_COST * float(np.sum(data["njev"].values))
         return evaluations * evaluation_work(m, d) * 1e-9
 
     @classmethod

@@ -95,3 +95,20 @@ def test_cvode_follows_rk45_at_a_tight_tolerance() -> None:
     assert new["status"].values[0] == 0
     assert new["njev"].values[0] > 0
     assert new["nfev"].values[0] < ref["nfev"].values[0]
+
+
+def test_the_dry_run_prices_cvode_by_its_own_model() -> None:
+    """``(1 + 1.2·0.8)(1500 + 65 n)(1e-8/rtol)^{1/5}`` gradient evaluations, ``n`` the
+    teachers the greedy theory recovers by ``t_max`` (counted here from the pairs), each
+    evaluation of ``evaluation_work`` plus one per output time."""
+    values = Hermite.resolve("solve", {"d": 64, "P": 16, "m": 8, "t_max": 500.0,
+                                       "method": "CVODE", "rtol": 1e-7, "n_records": 10})
+    U0 = hermite_model.initial_directions(0, 8, 64)
+    times = hermite_model.greedy_pairs(U0[:, :16], teacher_weights(16, 0.8), H4)[0]
+    n = int(np.count_nonzero(times <= 500.0))
+    assert 0 < n <= 8
+    expected = 1.96 * (1500.0 + 65.0 * n) * 10.0 ** -0.2
+    assert hermite_model.expected_cvode_evaluations(values) == pytest.approx(expected, rel=1e-12)
+    cost = Hermite.footprint("solve", values).cost
+    assert cost == pytest.approx((expected + 11) * hermite_model.evaluation_work(8, 64) * 1e-9,
+                                 rel=1e-12)
