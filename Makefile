@@ -173,8 +173,9 @@ paper-full: $(PAPER_FULL_RESULTS)
 
 # -- the paper-scale experiments on one GPU ---------------------------------------------------
 # `make paper-gpu` (or `make paper-gpu-JOB`, JOB one of PAPER_GPU) runs each headline job at the
-# paper's scale on one CUDA device: first its dry run (plan and estimated time; without a GPU it
-# refuses in one line, exit 2), then the sweep, resumable: after an interruption the same
+# paper's scale on one CUDA device: first its dry run (plan and estimated time; without a GPU the
+# plan and size, the device said absent; the sweep then refuses in one line, exit 2), then the
+# sweep, resumable: after an interruption the same
 # command continues where it stopped (--continue). Results go to results/gpu/JOB.h5, apart
 # from the CPU pipeline's results; `richlazy report results/gpu/JOB.h5 -o DIR` draws them.
 .PHONY: paper-gpu

@@ -215,8 +215,10 @@ def estimate(
 def dry_run_summary(job: Any, outcome: Any) -> dict[str, Any]:
     """What a dry run found, as ``richlazy sweep --dry-run --json`` prints it and
     :func:`estimate` returns it: ``plan`` (:meth:`.Plan.summary`), ``estimate``
-    (:meth:`.Estimate.summary`, None when nothing is pending), ``axes`` (each grid axis's
-    first and last value and count) and ``output_bytes`` (the result's declared size)."""
+    (:meth:`.Estimate.summary`, None when nothing is pending or a device is absent),
+    ``axes`` (each grid axis's first and last value and count), ``output_bytes`` (the
+    result's declared size) and ``absent_devices`` (the devices the job asks for that this
+    machine lacks: no estimate is made, and the run refuses)."""
     from richlazy_cli.params import jsonable
 
     size = outcome.output_size
@@ -227,7 +229,8 @@ def dry_run_summary(job: Any, outcome: Any) -> dict[str, Any]:
                      for d in job.grid.dims},
             "output_bytes": None if size is None else
             {"total": size.total, "per_point": size.per_point, "points": size.points,
-             "source": size.source}}
+             "source": size.source},
+            "absent_devices": list(outcome.absent_devices)}
 
 
 def run_sweep(request: Any, command: list[str], before: Any = None,

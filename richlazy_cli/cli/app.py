@@ -418,6 +418,11 @@ def _print_dry_run(job: Any, opts: Any, outcome: Any) -> None:
         print(f"output: {outcome.output_size.describe()}")
     if outcome.estimate is not None:
         print(f"estimated time: {outcome.estimate.describe()}")
+    for device in outcome.absent_devices:
+        print(f"device: {device} is absent on this machine: no time estimate is made "
+              "(the estimate times a probe on the device)")
+        print(f"  chunks sized as without a GPU (on one: by its free memory); the run needs "
+              f"{device}")
 
 
 # -- report ---------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ anything runs, so a bad combination is reported at once (exit 2) instead of as a
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import enum
 import math
 import os
@@ -23,6 +25,7 @@ import numpy as np
 
 from ..errors import BadInput
 from ..models.base import Footprint, Model, enter, get_model
+from ..numerics import compute
 from ..userfiles import read_text
 from .footprint import DEFAULT_MAX_BYTES, human, parse_bytes, size_problem
 from .grid import (
@@ -93,6 +96,10 @@ class RunOptions:
     use_parts: bool = True
     max_bytes: int = DEFAULT_MAX_BYTES
     """The largest result accepted, in bytes (uncompressed; engine/footprint.py)."""
+    absent_devices: tuple[str, ...] = ()
+    """A dry run's: the devices its points ask for that this machine lacks (validated with
+    them allowed, :func:`richlazy_cli.numerics.compute.absent_devices_allowed`); no time
+    estimate is made where one is absent."""
 
 
 def _at_least_one(value: Any) -> str | None:
@@ -584,6 +591,11 @@ def prepare_sweep(
         max_bytes=parse_bytes(settings.get("max_bytes", DEFAULT_MAX_BYTES)),
         **flags,
     )
-    job = Job.build(model, action, given, list(specs.items()),
-                    int(settings.get("max_points", DEFAULT_MAX_POINTS)))
+    # a dry run shows the plan of a GPU job where no GPU is (docs/engine.md); a run refuses
+    allowed = compute.absent_devices_allowed() if opts.dry_run else contextlib.nullcontext()
+    with allowed as absent:
+        job = Job.build(model, action, given, list(specs.items()),
+                        int(settings.get("max_points", DEFAULT_MAX_POINTS)))
+    if absent:
+        opts = dataclasses.replace(opts, absent_devices=tuple(sorted(absent)))
     return job, Path(settings["output"]), opts

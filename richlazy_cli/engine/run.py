@@ -70,6 +70,8 @@ class RunOutcome:
     """The estimated size of the result (a dry run prints it)."""
     counts: dict[str, int] = field(default_factory=dict)
     """Points done, failed, missing and in total (:func:`richlazy_cli.errors.point_counts`)."""
+    absent_devices: tuple[str, ...] = ()
+    """A dry run's: the devices the job asks for that this machine lacks (no estimate made)."""
 
 
 def manifest(job: Job, shard: Shard | None) -> dict[str, Any]:
@@ -170,14 +172,15 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
             with contextlib.suppress(BadInput):  # nothing yet (or another sweep's): all
                 status = previous_status(out, man, size)
         the_plan = make_plan(job, opts, status)
-        guess = estimate(job, the_plan)
+        # the estimate times a probe on the job's device: none where the device is absent
+        guess = None if opts.absent_devices else estimate(job, the_plan)
         if output_size is None and guess is not None and guess.probe_bytes:
             per_point = guess.probe_bytes + overhead(opts.shard is not None)
             output_size = OutputSize(per_point * the_plan.selected, the_plan.selected,
                                      "measured on the probe")
             output_size.check(opts.max_bytes)  # a shortened probe only underestimates
         return RunOutcome(None, ExitCode.OK, plan=the_plan, estimate=guess,
-                          output_size=output_size)
+                          output_size=output_size, absent_devices=opts.absent_devices)
     if (opts.resume or opts.continue_) and opts.use_parts and is_complete(
         out, man, _selected(opts, size), size, opts.retry_failed
     ):  # before the lock: a finished output is done even where no lock file can be made

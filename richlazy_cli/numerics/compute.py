@@ -9,7 +9,8 @@ defined here once:
 
 * :func:`device_param` — the one ``device`` parameter (``cpu``, ``cuda``, ``auto``);
 * :func:`resolve_device` — ``auto`` to ``cuda`` where a GPU is present, ``cuda`` refused with
-  :data:`NO_GPU` where none is;
+  :data:`NO_GPU` where none is (or, inside :func:`absent_devices_allowed`, noted as absent:
+  a dry run's plan on a machine without the GPU);
 * :func:`import_torch` — torch, or :class:`MissingRequirement` naming the extra;
 * :func:`session` — one intra-op thread and deterministic algorithms for one model call;
 * :func:`provenance` — the attributes every torch result carries (:data:`PROVENANCE_KEYS`);
@@ -40,6 +41,7 @@ import importlib.util
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -217,17 +219,52 @@ def dtype_param(default: str = "float32") -> Param:
 
 
 # -- devices --------------------------------------------------------------------------------
+_ABSENT: ContextVar[set[str] | None] = ContextVar("richlazy_absent_devices", default=None)
+"""The devices found absent inside :func:`absent_devices_allowed` (None outside it)."""
+
+
+@contextlib.contextmanager
+def absent_devices_allowed() -> Iterator[set[str]]:
+    """Inside: :func:`resolve_device` notes ``cuda`` without a GPU in the set it yields and
+    returns ``cuda``, instead of refusing with :data:`NO_GPU`. A dry run validates its job
+    so, to print the plan and size of a GPU job on a machine without the GPU (a cluster's
+    login node, a laptop); the run itself validates outside and refuses (docs/engine.md,
+    "Implementations and devices")."""
+    absent: set[str] = set()
+    token = _ABSENT.set(absent)
+    try:
+        yield absent
+    finally:
+        _ABSENT.reset(token)
+
+
 def resolve_device(name: str) -> str:
     """``cpu``, ``cuda`` or ``auto`` (cuda when present) as a torch device string;
-    BadInput (:data:`NO_GPU`) for ``cuda`` without a usable GPU."""
+    BadInput (:data:`NO_GPU`) for ``cuda`` without a usable GPU (noted, not refused, inside
+    :func:`absent_devices_allowed`)."""
     if name == "cpu":
         return "cpu"
     torch = import_torch(f"device {name}")
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
-        raise BadInput(NO_GPU)
+        absent = _ABSENT.get()
+        if absent is None:
+            raise BadInput(NO_GPU)
+        absent.add(name)
     return name
+
+
+def device_absent(device: str | None) -> bool:
+    """Whether ``device`` (a ``device`` parameter's value) names a GPU this machine lacks:
+    ``cuda`` or ``cuda:K`` where torch finds no CUDA device (or torch is not installed)."""
+    if device is None or not str(device).startswith("cuda"):
+        return False
+    if not available("torch"):
+        return True
+    import torch
+
+    return not torch.cuda.is_available()
 
 
 def gpu_workers(device: str | None) -> int | None:

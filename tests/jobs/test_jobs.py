@@ -29,7 +29,8 @@ def _name(job: Path) -> str:
 
 
 GPU_ONLY = {"fig1b-gpu"}
-"""Job files that ask for ``device = "cuda"``: refused (one line) on a machine without one."""
+"""Job files that ask for ``device = "cuda"``: on a machine without one, their dry run gives
+the plan and size without an estimate, and their run is refused (one line)."""
 SLOW_PROBES = {"filters-digits24", "filters-digits24-small", "filters-digits24-bn",
                "filters-digits24-bn-converged", "grokking-alpha", "grokking-reduced",
                "grokking-tau-reduced", "grokking-tau-stable-step", "rhm-alpha",
@@ -77,8 +78,13 @@ def test_every_job_file_dry_run_succeeds(job: Path, tmp_path: Path, cli) -> None
     out = tmp_path / "out.h5"
     result = cli("sweep", "-c", job, "-o", out, "--dry-run", "--json", "--jobs", "2")
     if _name(job) in GPU_ONLY and not _has_cuda():
-        assert_one_line_error(result)
-        assert NO_GPU in result.err
+        assert result.code == 0, result.err  # the plan and size, no estimate
+        absent = json.loads(result.out)
+        assert absent["absent_devices"] == ["cuda"] and absent["estimate"] is None
+        assert absent["plan"]["points"] > 0 and absent["output_bytes"]["total"] > 0
+        run = cli("sweep", "-c", job, "-o", out, "--jobs", "2")
+        assert_one_line_error(run)  # the run itself is refused
+        assert NO_GPU in run.err
         result = cli("sweep", "-c", job, "-o", out, "--dry-run", "--json", "--jobs", "2",
                      "-p", "device=auto")  # where to try it first: the same job on the CPU
     assert result.code == 0, result.err

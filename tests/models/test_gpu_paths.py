@@ -633,8 +633,9 @@ def test_cnn_a_diverging_configuration_leaves_its_neighbours_alone(monkeypatch: 
 @pytest.mark.skipif(shutil.which("make") is None or not (ROOT / ".venv/bin/richlazy").exists(),
                     reason="needs make and the .venv that make install creates")
 def test_paper_gpu_refuses_in_one_line_without_a_gpu(tmp_path: Path) -> None:
-    """The dry run comes first and refuses ``device = cuda`` without a GPU: richlazy's one
-    line (make adds its own "Error 2" line), exit 2, nothing written."""
+    """The dry run comes first and, without a GPU, prints the plan and says the device is
+    absent; the sweep then refuses ``device = cuda``: richlazy's one line (make adds its own
+    "Error 2" line), exit 2, no file written."""
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: the target would run")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -644,7 +645,8 @@ def test_paper_gpu_refuses_in_one_line_without_a_gpu(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("make")]
     assert len(lines) == 1 and "no CUDA device" in lines[0], proc.stderr
-    assert not (tmp_path / "results").exists()
+    assert "points" in proc.stdout and "cuda is absent on this machine" in proc.stdout
+    assert not [p for p in (tmp_path / "results").rglob("*") if p.is_file()]
 
 
 @pytest.mark.system
