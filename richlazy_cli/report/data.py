@@ -47,14 +47,22 @@ class Reduction(enum.StrEnum):
 REDUCTIONS = tuple(r.value for r in Reduction)
 
 
-def _json(ds: xr.Dataset, name: str, default: Any) -> Any:
+def _json_object(ds: xr.Dataset, name: str, path: Path) -> dict[str, Any]:
+    """The attribute ``name`` (``grid``, ``params``) as the JSON object a result records, {}
+    when absent; BadInput naming ``path`` when it is there but something else (a damaged or
+    edited file: the figures would read its dimensions wrong)."""
     text = ds.attrs.get(name)
     if text is None:
-        return default
+        return {}
     try:
-        return json.loads(text)
-    except (TypeError, ValueError):
-        return default
+        value = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        shown = repr(text) if len(repr(text)) <= 40 else repr(text)[:37] + "..."
+        raise BadInput(f"{path}: the {name} attribute is not JSON ({shown})") from None
+    if not isinstance(value, dict):
+        raise BadInput(f"{path}: the {name} attribute is JSON {type(value).__name__}, not an "
+                       "object of names")
+    return value
 
 
 def open_file(path: Path) -> xr.Dataset:
@@ -88,10 +96,8 @@ class ResultFile:
     def load(cls, path: Path, stem: str | None = None) -> ResultFile:
         path = Path(path)
         ds = open_file(path)
-        grid = _json(ds, "grid", {}) or {}
-        if not isinstance(grid, dict):
-            grid = {}
-        params = _json(ds, "params", {}) or {}
+        grid = _json_object(ds, "grid", path)
+        params = _json_object(ds, "params", path)
         ok = None
         if "status" in ds.variables:  # over the grid dims; a 0-d status for a single run
             ok = ds["status"] == Status.OK
@@ -101,7 +107,7 @@ class ResultFile:
             ds=ds,
             model=str(ds.attrs.get("model", "")),
             action=str(ds.attrs.get("action", "")),
-            params=params if isinstance(params, dict) else {},
+            params=params,
             grid={str(k): str(v) for k, v in grid.items()},
             created=str(ds.attrs.get("created", "")),
             ok=ok,

@@ -7,12 +7,16 @@ shard counts past the grid, and ``figure`` on readable but odd files.
   ``\\udcXX``, which ``os.fsencode`` turns back into the bytes) and never fail after the run.
 * ``--shard K/N`` and a SLURM array of N tasks with N past the grid's points (2⁶³, 10³⁰) are
   one line, exit 2, before any work (never NumPy's ``arange`` on numbers it cannot index).
+* ``figure`` on a readable result it cannot draw (a ``grid`` attribute that is not JSON, no
+  point done, a log axis with nothing positive) is one line naming the figure, the file and
+  what is wrong, exit 2.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import h5py
@@ -22,7 +26,7 @@ import pytest
 from richlazy_cli.engine import interrupts
 from richlazy_cli.engine.grid import Shard
 
-from ..conftest import assert_one_line_error
+from ..conftest import ROOT, assert_one_line_error
 
 LATIN1 = os.fsdecode(b"\xe9t\xe9\xff")
 """A name's bytes that are not UTF-8 ("été" in Latin-1, and 0xff), as Python holds them."""
@@ -171,3 +175,55 @@ def test_a_shard_selects_its_points_as_integers_whatever_the_count() -> None:
                 got = Shard(index, count).select(size)
                 assert got.dtype == np.int64
                 assert got.tolist() == [i for i in range(size) if i % count == index - 1]
+
+
+# -- figure on readable but odd files -------------------------------------------------------
+@pytest.fixture(scope="module")
+def diagonal_result(tmp_path_factory) -> Path:
+    """A tiny run of azulay-diagonal's job (its registry's ``tiny`` sizes): a figure whose
+    population error is on a log axis."""
+    from richlazy_cli.cli.app import run
+    from richlazy_cli.figures.registry import get
+
+    figure = get("azulay-diagonal")
+    (job,) = figure.jobs
+    out = tmp_path_factory.mktemp("figure") / "diag.h5"
+    args = ["sweep", "-c", str(ROOT / job), "-o", str(out), "-q", "--jobs", "1"]
+    for key, value in figure.tiny.get(job, {}).items():
+        args += ["-p", f"{key}={value}"]
+    assert run(args) == 0
+    return out
+
+
+def _damaged(source: Path, target: Path, how: str) -> Path:
+    """A copy of ``source`` with its ``grid`` attribute not JSON, or every point failed (or
+    all but the first), their values NaN, the coordinates kept."""
+    shutil.copy(source, target)
+    with h5py.File(target, "r+") as f:
+        if how == "grid":
+            f.attrs["grid"] = "delta=0,1"
+            return target
+        status = f["status"]
+        failed = np.full(status.shape, 2, dtype=status.dtype)
+        if how == "one-done":
+            failed.flat[0] = 0
+        status[...] = failed
+        for name, item in f.items():
+            if (isinstance(item, h5py.Dataset) and not item.is_scale and item.dtype.kind == "f"
+                    and name != "elapsed" and item.shape[:status.ndim] == status.shape):
+                item[...] = np.nan
+    return target
+
+
+@pytest.mark.parametrize("how,what", [
+    ("grid", "the grid attribute is not JSON ('delta=0,1')"),
+    ("all-failed", "no point is done (64 failed, 0 missing of 64): nothing to draw"),
+    ("one-done", "cannot be drawn from these results (ValueError: Data cannot be log-scaled"),
+])
+def test_figure_on_a_damaged_result_is_one_line_naming_figure_and_file(
+        tmp_path, cli, diagonal_result, how, what) -> None:
+    damaged = _damaged(diagonal_result, tmp_path / f"{how}.h5", how)
+    result = cli("figure", "azulay-diagonal", damaged, "-o", tmp_path / "figs", "-q")
+    assert_one_line_error(result)
+    assert f"figure azulay-diagonal: {damaged}: {what}" in result.err, result.err
+    assert not (tmp_path / "figs" / "azulay-diagonal.png").exists()
