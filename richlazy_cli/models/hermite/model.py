@@ -166,6 +166,24 @@ def initial_directions(seed: int, m: int, d: int) -> np.ndarray:
     return u / np.linalg.norm(u, axis=1, keepdims=True)
 
 
+OVERLAP_BLOCK = 2**21
+"""Values drawn at a time by :func:`initial_overlaps` (16 MiB of float64)."""
+
+
+def initial_overlaps(seed: int, m: int, d: int, P: int) -> np.ndarray:
+    """The first ``P`` columns of :func:`initial_directions` (the initial overlaps with the
+    teachers ``e_1..e_P``), bit for bit, drawn a block of rows at a time so that no
+    ``m × d`` matrix is held: the stream fills the rows in order, and each row's norm is
+    its own."""
+    gen = rng(seed, "init")
+    rows = max(1, OVERLAP_BLOCK // max(d, 1))
+    out = np.empty((m, P))
+    for i in range(0, m, rows):
+        u = gen.standard_normal((min(rows, m - i), d))
+        out[i:i + u.shape[0]] = (u / np.linalg.norm(u, axis=1, keepdims=True))[:, :P]
+    return out
+
+
 # -- population loss and gradient -------------------------------------------------------------
 # population_loss_grad (module docstring), written once for NumPy and torch in
 # ._population.
@@ -363,15 +381,25 @@ STOP_MARGIN = 1.1
 """``stop_on_recovery`` stops 10% after the last learnable teacher is recovered."""
 
 
+GREEDY_DRAW_LIMIT = 2.5e8
+"""The most initial values (``m·d``) the dry run's estimate draws for the greedy theory
+(about two seconds); above it the estimate prices the whole budget."""
+
+
 def _greedy_times(values: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
     """The greedy theory's recovery time of each teacher (:func:`greedy_pairs`, from the
-    configuration's own initial directions) and the teacher weights, or None where they
-    cannot be computed (an estimate only)."""
+    configuration's own initial overlaps, :func:`initial_overlaps`, which hold no ``m × d``
+    matrix) and the teacher weights, or None where they cannot be computed (an estimate
+    only) or where drawing the ``m·d`` initial values would exceed :data:`GREEDY_DRAW_LIMIT`
+    (a configuration of that size is priced by its budget, and refused by the memory check
+    where it does not fit)."""
+    m, d, P = int(values["m"]), int(values["d"]), int(values["P"])
+    if m * d > GREEDY_DRAW_LIMIT:
+        return None
     try:
         c = hermite_coeffs(values["k"], values.get("sigma_coeffs"))
-        a = teacher_weights(int(values["P"]), float(values["beta"]), values.get("a"))
-        U0 = initial_directions(int(values["seed"]), int(values["m"]), int(values["d"]))
-        return greedy_pairs(U0[:, : int(values["P"])], a, c)[0], a
+        a = teacher_weights(P, float(values["beta"]), values.get("a"))
+        return greedy_pairs(initial_overlaps(int(values["seed"]), m, d, P), a, c)[0], a
     except (ValueError, ArithmeticError):
         return None
 
@@ -455,7 +483,7 @@ def expected_evaluations(values: Mapping[str, Any]) -> float:
     """
     method = str(values.get("method", "RK45"))
     t_max = float(values["t_max"])
-    search = SEARCH_EVALUATIONS * (1e-7 / float(values.get("rtol", 1e-7))) ** 0.2
+    search = SEARCH_EVALUATIONS * (1e-7 / float(values.get("rtol") or 1e-7)) ** 0.2
     greedy = _greedy_times(values)
     if greedy is None:
         return search + 7.0 * t_max
@@ -866,6 +894,24 @@ class Hermite(Model):
         assert impl is not None
         per_sample = SGD_WORK_PER_SAMPLE[impl.name]
         return float(expected_steps(values)) * values["batch"] * m * d * per_sample * 1e-9
+
+    @classmethod
+    def _working_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """Peak memory of one configuration, float64, from the ``m × d`` weights ``V``:
+        ``solve``, about nineteen copies (the initial directions, the integrator's state and
+        its seven Runge–Kutta stages, the dense output's interpolant, the gradient's
+        normalised ``U`` and its temporaries) and the ``m × m`` Gram matrix with its
+        temporaries (``4 m²``); ``train``, four copies with the compiled loop and eight with
+        the NumPy loop (the weights, the initial ones, the gradient and the step's
+        temporaries), and a batch of samples with their projections, ``2·batch·d +
+        3·batch·m``. The outputs are :meth:`_output_bytes`. Checked against the measured peak
+        by tests/models/test_memory.py."""
+        m, d, batch = int(values["m"]), int(values["d"]), int(values["batch"])
+        if action == "solve":
+            return 8.0 * (19 * m * d + 4 * m * m)
+        impl = cls.implementation(values, action)
+        copies = 4 if impl is not None and impl.name == "numba" else 8
+        return 8.0 * (copies * m * d + 2 * batch * d + 3 * batch * m)
 
     @classmethod
     def _result_cost(cls, values: Mapping[str, Any], data: xr.Dataset) -> float | None:
