@@ -259,6 +259,12 @@ def estimates_table(rows: list[dict[str, object]]) -> str:
     return "\n".join(out)
 
 
+def _seconds(row: dict[str, object], key: str) -> float:
+    value = row[key]
+    assert isinstance(value, int | float), (key, value)
+    return float(value)
+
+
 def figures_table(rows: list[dict[str, object]]) -> str:
     """The README's table of the papers' figures: the sweeps' summed wall times on 2 cores."""
     by_job = {str(r["job"]): r for r in rows}
@@ -268,12 +274,12 @@ def figures_table(rows: list[dict[str, object]]) -> str:
         if len(found) < len(jobs):
             cpu = "not measured"
         elif any(r["measured_s"] is None for r in found):
-            said = sum(float(r["estimate_s"]) for r in found)  # type: ignore[arg-type]
+            said = sum(_seconds(r, "estimate_s") for r in found)
             cpu = f"not run (the dry run says {duration(said)})"
         else:
-            cpu = duration(sum(float(r["measured_s"]) for r in found))  # type: ignore[arg-type]
+            cpu = duration(sum(_seconds(r, "measured_s") for r in found))
         gpu = [r for r in found if r.get("gpu_measured_s") is not None]
-        gpu_time = (duration(sum(float(r["gpu_measured_s"]) for r in gpu))  # type: ignore[arg-type]
+        gpu_time = (duration(sum(_seconds(r, "gpu_measured_s") for r in gpu))
                     if gpu and len(gpu) == len(jobs) else "not measured")
         out.append(f"| {figure} | {command} | {cpu} | {gpu_time} |")
     return "\n".join(out)
