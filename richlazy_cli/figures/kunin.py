@@ -426,6 +426,11 @@ REGION_PALETTE = ("#f3e3c3", "#c9dbe9", "#d8ead0", "#ead0e0", "#e6e6e6", "#fbe0b
                   "#d0d8f0", "#f0d0c8", "#e0f0f0", "#e8e0c8")
 
 
+#: Fig. 5a's "while f ≈ 0" is read at the first checkpoint with train loss ≤ EARLY_LOSS·L0, and
+#: f counts as ≈ 0 there while sup|f| ≤ F_NEAR_ZERO (max|y| = 1; docs/claims.md §9).
+EARLY_LOSS, F_NEAR_ZERO = 0.95, 0.1
+
+
 def fig5a(files: Sequence[ResultFile]) -> Built:
     rf = find(files, "two-layer", ("surface", "W", "train_loss"), ("tau", "delta"),
               "kunin-fig5a")
@@ -491,12 +496,39 @@ def fig5a(files: Sequence[ResultFile]) -> Built:
     lazy = [k for k in change if k.startswith(f"tau={max(taus):g},")]
     rich = [k for k in change if k.startswith(f"tau={min(taus):g},")
             and float(k.split("delta=")[1]) >= 0]
+    # "while f ≈ 0" (docs/claims.md §9): at the first checkpoint with train loss ≤ 0.95 L0,
+    # sup|f| over the drawn angles and the partition change of each row
+    early: dict[str, dict[str, float]] = {}
+    for i, j in sels:
+        loss = _isel(rf, "train_loss", tau=i, delta=j)
+        hits = np.flatnonzero(loss <= EARLY_LOSS * loss[0])
+        if hits.size:
+            s = int(hits[0])
+            early[f"tau={taus[i]:g},delta={deltas[j]:g}"] = {
+                "step": float(steps[s]),
+                "sup_f": float(np.nanmax(np.abs(_isel(rf, "surface", tau=i, delta=j)[s]))),
+                "partition_change": float(_isel(rf, "partition_change", tau=i, delta=j)[s])}
+    still = [k for k in early if k in lazy or (k.startswith(f"tau={min(taus):g},")
+                                               and float(k.split("delta=")[1]) < 0)]
+    moving = [k for k in rich if k in early]
     text = ("fraction of (angle, neuron) activations changed by the end: lazy (τ = "
             f"{max(taus):g}) at most {fmt(max(change[k] for k in lazy))}, rich balanced or "
             f"upstream (τ = {min(taus):g}, δ ≥ 0) up to {fmt(max(change[k] for k in rich))}; "
             f"{regions[lazy[0]][0]} regions at initialisation")
+    notes = []
+    if moving and still:
+        sup = max(early[k]["sup_f"] for k in moving)
+        text += (f". When the train loss first reaches {EARLY_LOSS:g} L0: rich sup|f| "
+                 f"≤ {fmt(sup)} with partition change ≥ "
+                 f"{fmt(min(early[k]['partition_change'] for k in moving))}, against ≤ "
+                 f"{fmt(max(early[k]['partition_change'] for k in still))} lazy and downstream")
+        if sup > F_NEAR_ZERO:
+            notes.append(f"at this step size the output is no longer ≈ 0 when the rich "
+                         f"partition moves (sup|f| = {fmt(sup)} > {F_NEAR_ZERO:g} at "
+                         f"{EARLY_LOSS:g} L0): the f ≈ 0 phase is not resolved; "
+                         "jobs/fig5a-near-gf.toml (lr 1e-5/τ²) resolves it")
     return Built(fig, {"partition_change": change, "regions": regions,
-                       "colours_at_init": colours_at_init}, text)
+                       "colours_at_init": colours_at_init, "early": early}, text, notes)
 
 
 # -- Fig. 7 -----------------------------------------------------------------------------------
