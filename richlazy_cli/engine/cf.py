@@ -22,7 +22,18 @@ What :func:`to_cf` does:
 * a short ``label`` attribute (mathtext) beside every ``long_name``;
 * ``history`` becomes CF's free text, one line per run, and the JSON record of the runs moves to
   ``richlazy_history``. Lines that other tools append to ``history`` are kept.
-* ``status`` keeps its ``flag_values`` and ``flag_meanings`` (:mod:`.assemble`).
+* ``status`` keeps its ``flag_values`` and ``flag_meanings`` (:mod:`.assemble`);
+* no coordinate variable carries a ``_FillValue`` (CF 1.11 §2.5.1: coordinate variables have
+  no missing values; :func:`coordinate_encoding`, applied by the writer);
+* a coordinate ``time`` of model time (gradient-flow time, dimensionless) is declared as not
+  calendar time: ``units = "1"``, its ``long_name``, no ``axis``, ``standard_name`` or
+  ``calendar`` (CF 1.11 §1.4 and §4.4 identify a time coordinate by its units), a
+  ``long_name`` other than ``time`` (:data:`MODEL_TIME_NAME` where the model gives that or
+  none: cf_xarray reads a ``long_name`` as a ``standard_name``), and a ``comment`` that says
+  so (:data:`MODEL_TIME_COMMENT`); reading restores the model's attributes.
+
+What the IOOS compliance-checker (``compliance-checker --test=cf:1.11``) still reports, and
+why, is listed in docs/engine.md ("The CF layer").
 """
 
 from __future__ import annotations
@@ -66,6 +77,17 @@ MODEL_REFERENCES = {
 
 UNIT_WORDS = {"time", "gradient-flow time", "steps", "step", "epochs", "epoch", "checkpoints"}
 """Units written by models that are not units: counts and dimensionless model time ("1")."""
+TIME_WORDS = {"time", "gradient-flow time"}
+"""The unit words of model time: a coordinate in them is dimensionless, not calendar time."""
+MODEL_TIME_COMMENT = ("dimensionless model time (gradient-flow time), not calendar time: "
+                      "units 1, no axis, standard_name or calendar")
+"""The ``comment`` of a model-time coordinate in the file (removed on reading)."""
+MODEL_TIME_NAME = "gradient-flow time"
+"""The ``long_name`` in the file of a model-time coordinate that the model names ``time`` or
+not at all (restored on reading from ``richlazy_long_name``)."""
+CALENDAR_NAMES = {"", "time"}
+"""``long_name`` values that readers take for calendar time (cf_xarray reads a ``long_name``
+as a ``standard_name``)."""
 
 
 def _references(model: str) -> str:
@@ -118,6 +140,20 @@ def _cf_units(name: str, item: xr.Variable) -> dict[str, Any]:
         attrs["richlazy_units"] = units
         attrs["units"] = "1"
     return attrs
+
+
+def coordinate_encoding(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
+    """The writer's encoding of every coordinate variable of ``ds`` (a variable named as its
+    one dimension): no ``_FillValue``, which xarray would otherwise give a floating-point one
+    (CF 1.11 §2.5.1: coordinate variables must not have missing values; a coordinate holds
+    none, so its bits are the same)."""
+    return {str(name): {"_FillValue": None} for name, item in ds.variables.items()
+            if item.dims == (name,)}
+
+
+def _is_model_time(name: str, item: xr.Variable, attrs: dict[str, Any]) -> bool:
+    return (item.dims == (name,) and attrs.get("units") == "1"
+            and (name == "time" or attrs.get("richlazy_units") in TIME_WORDS))
 
 
 def _history_lines(history: list[Any]) -> list[str]:
@@ -193,6 +229,11 @@ def to_cf(ds: xr.Dataset) -> xr.Dataset:
         item = out.variables[name]
         attrs = _cf_units(str(name), item)
         attrs.setdefault("label", short_label(str(name), str(attrs.get("long_name", ""))))
+        if _is_model_time(str(name), item, attrs):
+            if str(attrs.get("long_name", "")).lower() in CALENDAR_NAMES:  # cf_xarray's T
+                attrs["richlazy_long_name"] = attrs.get("long_name", "")
+                attrs["long_name"] = MODEL_TIME_NAME
+            attrs.setdefault("comment", MODEL_TIME_COMMENT)
         item.attrs = attrs
     attrs = dict(out.attrs)
     model, action = str(attrs.get("model", "")), str(attrs.get("action", ""))
@@ -239,6 +280,12 @@ def from_cf(ds: xr.Dataset) -> xr.Dataset:
         elif item_attrs.get("units") == "1":
             item_attrs.pop("units")
         item_attrs.pop("label", None)
+        if item_attrs.get("comment") == MODEL_TIME_COMMENT:
+            item_attrs.pop("comment")
+        if "richlazy_long_name" in item_attrs:
+            item_attrs["long_name"] = item_attrs.pop("richlazy_long_name")
+            if not item_attrs["long_name"]:
+                item_attrs.pop("long_name")
         item.attrs = item_attrs
     if "richlazy_history" in attrs:
         attrs["history_text"] = attrs.get("history", "")

@@ -54,7 +54,7 @@ from ..errors import UNREADABLE, BadInput, Status, point_counts
 from ..params import jsonable
 from ..userfiles import open_regular, regular_file
 from . import checksums, interrupts
-from .cf import from_cf, to_cf
+from .cf import coordinate_encoding, from_cf, to_cf
 from .chunk import _fill_value
 
 REQUIRED_ATTRS = (
@@ -322,16 +322,16 @@ def _encodable(ds: xr.Dataset) -> xr.Dataset:
 
 
 def encoding(ds: xr.Dataset, compress: bool = True) -> dict[str, dict[str, Any]]:
-    """Per-variable h5netcdf encoding: :data:`COMPRESSION` for large floating-point data."""
+    """Per-variable h5netcdf encoding: no ``_FillValue`` on a coordinate variable
+    (:func:`.cf.coordinate_encoding`), and :data:`COMPRESSION` for large floating-point data."""
+    enc = coordinate_encoding(ds)
     if not compress:
-        return {}
-    return {
-        str(name): dict(COMPRESSION)
-        for name, item in ds.variables.items()
-        if np.issubdtype(item.dtype, np.floating)
-        and item.nbytes >= COMPRESS_MIN_BYTES
-        and item.ndim > 0
-    }
+        return enc
+    for name, item in ds.variables.items():
+        if (np.issubdtype(item.dtype, np.floating) and item.nbytes >= COMPRESS_MIN_BYTES
+                and item.ndim > 0):
+            enc.setdefault(str(name), {}).update(COMPRESSION)
+    return enc
 
 
 def write_result(ds: xr.Dataset, path: Path, force: bool = False, compress: bool = True) -> None:
