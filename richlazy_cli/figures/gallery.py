@@ -248,6 +248,7 @@ def build_gallery(results: Path, out_dir: Path, fmt: str = "png", full: bool = F
     sections: list[str] = []
     toc: list[tuple[str, str]] = []
     cache: dict[Path, ResultFile] = {}
+    pages: dict[Path, Path | None] = {}  # the interactive views, per result
     title = "richlazy: the papers' figures" + (" (paper scale)" if full else "")
     for fig_def in REGISTRY:
         jobs = fig_def.full_jobs if full and fig_def.full_jobs else fig_def.jobs
@@ -276,7 +277,9 @@ def build_gallery(results: Path, out_dir: Path, fmt: str = "png", full: bool = F
                  "seconds": time.perf_counter() - start,
                  "width_in": float(built.fig.get_figwidth())}
         if "heat map" in fig_def.layout:  # a phase diagram: its interactive view too
-            page = write_explore(files[0], out_dir)
+            if paths[0] not in pages:  # one page per result (Figs. 1b and 5b share one)
+                pages[paths[0]] = write_explore(files[0], out_dir)
+            page = pages[paths[0]]
             if page is not None:
                 entry["explore"] = page.name
         entries.append(entry)

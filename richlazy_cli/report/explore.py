@@ -393,8 +393,9 @@ if (traj !== null) {
 }
 """
 HASH_JS = """
-const key = decodeURIComponent(window.location.hash.slice(1));
-if (keys.includes(key)) sel_var.value = key;
+const key = decodeURIComponent(window.location.hash.slice(1));  // a variable; its first method
+const found = keys.find((k) => k === key) ?? keys.find((k) => k.startsWith(key + " ["));
+if (key && found !== undefined) sel_var.value = found;
 """
 DECADES = 12
 """A logarithmic value axis stops this many decades below its largest value, as the static
@@ -515,7 +516,7 @@ def _panel_figures(ex: Explore, start: int, seeds: list[str]
         f = figure(width=330, height=240, title=p.title, name=f"panel-{p.key}",
                    x_axis_type="log" if p.log_x else "linear",
                    y_axis_type="log" if log_y else "linear",
-                   tools="pan,box_zoom,wheel_zoom,reset,save", **ranges)
+                   tools="pan,box_zoom,wheel_zoom,reset", **ranges)
         f.xaxis.axis_label = p.x_label
         f.title.text_font_size = "8pt"
         plain = iter(DASHES)

@@ -41,8 +41,13 @@ def _figure(entry: dict[str, Any], fmt: str) -> str:
                 f'<a href="{href}">{href}</a></object>')
     else:
         body = f'<a href="{href}"><img src="{href}" alt="{alt}"></a>'
+    link = ""
+    if entry.get("explore"):  # a phase diagram's interactive view (report/explore.py)
+        from .explore import link_html
+
+        link = link_html(str(entry["explore"]))
     return (f'<figure id="{escape(entry["file"])}"{size}>{body}'
-            f"<figcaption>{escape(entry['caption'])}</figcaption></figure>")
+            f"<figcaption>{escape(entry['caption'])}</figcaption>{link}</figure>")
 
 
 def _arg(arg: dict[str, Any] | None) -> str:

@@ -350,3 +350,18 @@ def test_in_a_browser_a_tap_shows_the_single_neurons_theory_and_simulation(
             np.testing.assert_allclose(floats(data["ys"]), expected[None, :], rtol=1e-6)
             np.testing.assert_allclose(floats(data["xs"]), ds["time"].values[None, :],
                                        rtol=1e-6)
+
+
+def test_the_report_links_each_phase_diagram_to_its_page(two_layer: Path, tmp_path: Path
+                                                        ) -> None:
+    from richlazy_cli.report import build_report
+
+    summary = build_report([two_layer], tmp_path, variables=["kernel_distance", "test_loss"])
+    phase = [f for f in summary["figures"] if f["kind"] == "phase"]
+    assert {f["var"] for f in phase} == {"kernel_distance", "test_loss"}
+    page = page_name("tl", "tau", "delta")
+    assert all(f["explore"] == page for f in phase)
+    assert all("explore" not in f for f in summary["figures"] if f["kind"] != "phase")
+    assert (tmp_path / page).is_file()
+    index = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert index.count(f'href="{page}"') == len(phase)  # under each diagram
