@@ -31,6 +31,33 @@ def _masked_ds(rf: ResultFile) -> xr.Dataset:
     return ds
 
 
+#: Fig. 1's total loss counts as smooth when, between the first and the last task recovery, it
+#: stays within this many decades of its least-squares power law (log L against log t).
+SMOOTH_DECADES = 0.1
+#: A task emerges sharply when its loss goes from 90% to 10% within this fraction of its own
+#: emergence time (median over the tasks).
+SHARP_WIDTH = 0.5
+
+
+def power_law_misfit(t: np.ndarray, loss: np.ndarray, t_recover: np.ndarray) -> float:
+    """Largest |log10 L(t) − (c + s log10 t)| over the checkpoints between the first and the
+    last finite recovery time, for the least-squares line (c, s); NaN with fewer than two
+    recovered tasks or fewer than 4 checkpoints in that range. A sum of sharp steps from a
+    few tasks is far from any line; many tasks summing to a power law are close to it."""
+    t = np.asarray(t, dtype=float)
+    loss = np.asarray(loss, dtype=float)
+    tr = np.asarray(t_recover, dtype=float)
+    tr = tr[np.isfinite(tr)]
+    if tr.size < 2:
+        return float("nan")
+    sel = (t >= tr.min()) & (t <= tr.max()) & (t > 0) & np.isfinite(loss) & (loss > 0)
+    if sel.sum() < 4:
+        return float("nan")
+    x, y = np.log10(t[sel]), np.log10(loss[sel])
+    slope, icept = np.polyfit(x, y, 1)
+    return float(np.max(np.abs(y - (icept + slope * x))))
+
+
 def fig1(files: Sequence[ResultFile]) -> Built:
     rf = find(files, "hermite", ("loss", "overlap", "norm"), (), "ren-fig1")
     widths = [int(m) for m in rf.ds["m"].values] if "m" in rf.ds.dims else [
@@ -54,7 +81,6 @@ def fig1(files: Sequence[ResultFile]) -> Built:
     a1.set_xscale("log")
     a1.set_xlabel("time $t$")
     a1.set_ylabel("per-task loss $\\ell_p(t)/\\ell_p(0)$")
-    a1.set_title(f"each task emerges sharply ($P = {P}$)", fontsize=7)
     a2.plot(t[keep], loss[keep], color="k", lw=1.3, label="total loss $L(t)$")
     a2.plot(t[keep], per_task[keep].sum(axis=1), color="C1", ls="--", lw=0.9,
             label="$\\sum_p \\ell_p(t)$")
@@ -62,10 +88,17 @@ def fig1(files: Sequence[ResultFile]) -> Built:
     log_floor(a2, loss[keep])
     a2.set_xlabel("time $t$")
     a2.set_ylabel("population loss")
-    a2.set_title(f"their sum is smooth ($m = {widths[m_sel]}$)", fontsize=7)
     a2.legend(fontsize=6)
     t_rec = np.asarray(rf.masked("t_recover").isel(sel).values, dtype=float)
     learned = int(np.isfinite(t_rec).sum())
+    off = power_law_misfit(t, loss, t_rec)
+    if not np.isfinite(off):
+        a2.set_title(f"their sum ($m = {widths[m_sel]}$): too few tasks recovered to judge",
+                     fontsize=7)
+    else:
+        shape = "smooth" if off <= SMOOTH_DECADES else "a staircase"
+        a2.set_title(f"their sum is {shape} ($m = {widths[m_sel]}$)\n{off:.2f} decade "
+                     "off a power law", fontsize=7)
     # sharpness: time for a task to go from 90% to 10% of its loss, relative to its time
     widths_rel = []
     for p in range(P):
@@ -73,6 +106,13 @@ def fig1(files: Sequence[ResultFile]) -> Built:
         hi, lo = np.flatnonzero(r <= 0.9), np.flatnonzero(r <= 0.1)
         if hi.size and lo.size and t[hi[0]] > 0:
             widths_rel.append(float((t[lo[0]] - t[hi[0]]) / t[hi[0]]))
+    med = float(np.median(widths_rel)) if widths_rel else float("nan")
+    if not np.isfinite(med):
+        a1.set_title(f"no task emerges within the run ($P = {P}$)", fontsize=7)
+    else:
+        a1.set_title(("each task emerges sharply" if med <= SHARP_WIDTH else
+                      "the tasks emerge gradually") + f" ($P = {P}$)\nmedian width "
+                     f"{med:.2f} of its emergence time", fontsize=7)
     notes = []
     if "m" in rf.ds.dims:  # narrow students that never learn task 1 (not a bug: §3.2)
         first = np.asarray(rf.masked("t_recover").isel(teacher=0).values, dtype=float)
@@ -89,8 +129,12 @@ def fig1(files: Sequence[ResultFile]) -> Built:
     text = (f"{learned} of {P} tasks recovered (overlap 0.9) at m = {widths[m_sel]}; "
             "each task's emergence takes a median "
             + (f"{np.median(widths_rel):.2f}" if widths_rel else "n/a")
-            + " of its own emergence time (90 % → 10 % of its loss)")
-    return Built(fig, {"learned": learned, "relative_width": widths_rel}, text, notes)
+            + " of its own emergence time (90 % → 10 % of its loss); the total loss lies "
+            + (f"within {off:.2f} decade" if np.isfinite(off) else "n/a")
+            + " of a power law between the first and the last recovery (smooth if ≤ "
+            f"{SMOOTH_DECADES:g})")
+    return Built(fig, {"learned": learned, "relative_width": widths_rel,
+                       "power_law_misfit_decades": off}, text, notes)
 
 
 def fig2a(files: Sequence[ResultFile]) -> Built:
@@ -116,13 +160,30 @@ def fig2a(files: Sequence[ResultFile]) -> Built:
     ax.legend(fontsize=5.5, ncols=2)
     slope = fits["time"].get("slope")
     corrected = (fits["time"].get("corrected") or {}).get("slope")
+    w = fits["width"]
+    w_slope = w.get("slope")
+    w_corr = (w.get("corrected") or {}).get("slope")
+    w_theory = float(w.get("theory", float("nan")))
+    P = int(rf.params["P"])
+    window = w.get("window") or []
+    span = (f"m = {window[0]:g}…{window[1]:g}" if len(window) == 2 else "no width m < P")
+    best = w_corr if w_corr is not None else w_slope
+    if best is None or not np.isfinite(best) or not np.isfinite(w_theory):
+        verdict = "no width slope to compare"
+    elif abs(best - w_theory) <= 0.1:
+        verdict = f"within {abs(best - w_theory):.2f} of the law"
+    else:
+        verdict = (f"{abs(best - w_theory):.2f} off the law at P = {P}: the greedy plateaus' "
+                   "exponent approaches it only as P grows (docs/claims.md §2)")
     text = (f"idealised curves L_ideal(t) = ½ Σ over the tasks not yet learned of a_p² "
             "(greedy recovery times): staircase, power law, plateau; time slope "
             f"{fmt(slope if slope is not None else float('nan'))} (finite-P corrected "
             f"{fmt(corrected if corrected is not None else float('nan'))}) against the theory "
-            f"{fmt(fits['time'].get('theory', float('nan')))}, width slope "
-            f"{fmt(fits['width'].get('slope') or float('nan'))} against "
-            f"{fmt(fits['width'].get('theory', float('nan')))}")
+            f"{fmt(fits['time'].get('theory', float('nan')))}; width slope of this run's "
+            f"greedy plateaus (the final L_ideal of each width, {span}, P = {P}) "
+            f"{fmt(w_slope if w_slope is not None else float('nan'))} (finite-P corrected "
+            f"{fmt(w_corr if w_corr is not None else float('nan'))}) against the P → ∞ law "
+            f"{fmt(w_theory)}: {verdict}")
     return Built(fig, {"fits": fits}, text)
 
 
