@@ -509,8 +509,8 @@ CVODE_FIXED, CVODE_PER_TEACHER = 1500.0, 65.0
 greedy theory recovers before the flow ends (:func:`expected_cvode_evaluations`)."""
 JVP_COST = 0.8
 """One Hessian–vector product of :class:`._linear.FlowOperators` in gradient evaluations
-(bench/hermite_methods.py measures 0.8 at d = 256, m = 64); CVODE needs about 1.2 per
-gradient evaluation."""
+(bench/hermite_methods.py measures 0.8–1.2 at d = 256, m = 64, the spread that of the
+machine's load); CVODE needs about 1.2 per gradient evaluation."""
 CVODE_PRODUCTS_PER_EVALUATION = 1.2
 
 
