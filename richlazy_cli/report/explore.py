@@ -34,7 +34,6 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import tempfile
 import unicodedata
 from dataclasses import dataclass, field
 from html import escape
@@ -654,13 +653,12 @@ def write_explore(rf: ResultFile, out_dir: Path, x: str | None = None, y: str | 
     html = render(ex)
     out_dir = Path(out_dir)
     path = out_dir / page_name(rf.stem, x, y)
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".explore-", suffix=".tmp")
+    tmp = out_dir / f".{path.name}.{os.getpid()}.tmp"  # created under the umask, as a figure
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(html)
+        tmp.write_text(html, encoding="utf-8")
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 

@@ -82,6 +82,12 @@ class Tags(HTMLParser):
         self.loads += [(tag, str(v)) for k, v in attrs if k in ("src", "href") and v]
 
 
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def cell_index(ny: int, i: int, j: int) -> int:
     return i * ny + j
 
@@ -194,6 +200,7 @@ def test_the_page_is_self_contained(two_layer: Path, tmp_path: Path) -> None:
     page = write_explore(rf, tmp_path)
     assert page == tmp_path / page_name(rf.stem, "tau", "delta")
     assert [p.name for p in tmp_path.iterdir()] == [page.name]  # no temporary file left
+    assert page.stat().st_mode & 0o777 == 0o666 & ~current_umask()  # as any file written
     html = page.read_text(encoding="utf-8")
     tags = Tags()
     tags.feed(html)
