@@ -13,11 +13,11 @@ The estimate is compared with a limit, :data:`DEFAULT_MAX_BYTES` unless ``--max-
 ``max_bytes`` in a job file's ``[run]`` table) sets another, and a result above it is
 refused with one line (exit 2) before anything is written. A result must also fit in the
 memory available (``MemAvailable``, or less under ``ulimit -v``), where it is assembled;
-shards (``--shard K/N``) hold a share each. A model that declares the working memory of one
-configuration (``working_bytes`` of :meth:`.Model.footprint`) has it checked too: the result
+shards (``--shard K/N``) hold a share each. The working memory of one configuration that
+every model declares (``working_bytes`` of :meth:`.Model.footprint`) is checked too: the result
 plus one configuration's working memory per worker must fit (:func:`check_memory`), so that a run
-too large for the machine is one line before it starts, not a MemoryError or the kernel's
-OOM killer hours later.
+too large for the machine is one line before it starts, naming the parameter to change
+(:func:`working_lever`), not a MemoryError or the kernel's OOM killer hours later.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,12 +163,50 @@ def check_memory(job: Any, result: OutputSize | None, workers: int,
     if memory and total > memory:
         where = (", ".join(f"{k}={v}" for k, v in job.grid.label(at).items())
                  if job.grid.dims else "the configuration")
+        lever = working_lever(job.model, job.action, job.values(at))
+        change = "use smaller sizes"
+        if lever is not None:
+            now = lever[1] if isinstance(lever[1], int | np.integer) else f"{lever[1]:g}"
+            change = (f"use a smaller {lever[0]} (now {now}; the working memory grows most "
+                      "with it)")
         raise BadInput(
             f"the run needs about {human(total)} of memory ({human(per_worker)} working memory "
             f"per configuration, declared by model {job.model.name} for {where}, x {workers} "
-            f"worker(s), plus the result), more than the {human(memory)} available; use "
-            "smaller sizes, fewer workers (--jobs), or a machine with more memory"
+            f"worker(s), plus the result), more than the {human(memory)} available; "
+            f"{change}, fewer workers (--jobs), or a machine with more memory"
         )
+
+
+def working_lever(model: Any, action: str, values: Mapping[str, Any]
+                  ) -> tuple[str, float] | None:
+    """The numeric parameter of ``values`` whose halving lowers the working memory that
+    ``model`` declares the most, with its value, or None where halving none lowers it: the
+    parameter a refusal names for the user to change. Only the declared formula is
+    evaluated (once per integer parameter of 2 or more and per positive real one), nothing
+    is allocated."""
+    base = model.footprint(action, values).working_bytes
+    best: tuple[float, str, float] | None = None
+    for name, value in values.items():
+        if isinstance(value, bool | np.bool_):
+            continue
+        if isinstance(value, int | np.integer):
+            if value < 2:
+                continue
+            half: float = int(value) // 2
+        elif isinstance(value, float | np.floating) and math.isfinite(value) and value > 0:
+            half = float(value) / 2
+        else:
+            continue
+        try:
+            halved = model.footprint(action, {**values, name: half}).working_bytes
+        except (ValueError, ArithmeticError, KeyError, TypeError, BadInput):
+            continue
+        if base is None or halved is None:
+            continue
+        gain = float(base) - float(halved)
+        if gain > 0 and (best is None or gain > best[0]):
+            best = (gain, name, value)
+    return None if best is None else (best[1], best[2])
 
 
 def overhead(sharded: bool) -> int:

@@ -171,6 +171,45 @@ class CNN(Model):
         return (train + n_ck * metrics) / 1e9
 
     @classmethod
+    def _working_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """Peak memory of one configuration (``s`` the training dtype's bytes; the metrics
+        in float64), from ``n_p`` probe samples (``probe_fraction`` of the training set),
+        ``A`` hidden units per sample and the Gram width ``F`` of the layer-wise NTK
+        (:func:`richlazy_cli.practice.ntk.layer_ntk`: per convolution ``c`` times its
+        weights, per dense layer ``c`` times its outputs plus its inputs, ``c = 10``):
+
+        * the NTK and its initial value, with the temporaries of their sums and of the
+          kernel distance: six ``n_p × n_p`` matrices (``kernel = trace``) or
+          ``(c n_p) × (c n_p)`` (``full``);
+        * the layer-wise Gram rows, ``3 n_p F``, and the backward signals of the ``c``
+          logits, ``c n_p A``;
+        * the activations of a training batch or an evaluation block (4096 samples, at most
+          the training set), about four per hidden unit;
+        * the data set, in float64 and in the training dtype.
+
+        The training set's size and sample shape are the bundled source's (the ``npz``
+        source is priced as 4,000 samples of 1 × 28 × 28, as :meth:`_cost` does). Checked
+        against the measured peak by tests/models/test_memory.py."""
+        s = 8 if values.get("dtype", "float64") == "float64" else 4
+        shape = sources.SAMPLE_SHAPES.get(values["dataset"], (1, 28, 28))
+        n_train = int(sources.TRAIN_SIZES.get(values["dataset"], 4000))
+        n_all = n_train + math.ceil(n_train * sources.TEST_FRACTION / (1 - sources.TEST_FRACTION))
+        n_p = max(1, round(float(values["probe_fraction"]) * n_train))
+        c = sources.N_CLASSES
+        try:
+            net = nets.network(values["arch"], shape, values.get("first_kernel"),
+                               values.get("norm", "none"))
+        except Exception:  # a shape the networks refuse: the check says so
+            return None
+        width = sum(c * math.prod(x) if len(x) > 2 else c * x[0] + x[1]
+                    for x in net.shapes.values() if len(x) >= 2)
+        A = int(net.n_hidden_units)
+        kernel = (n_p if values["kernel"] == "trace" else c * n_p) ** 2
+        rows = max(min(int(values["batch"]), n_train), min(4096, n_train))
+        return float(8 * (6 * kernel + 3 * n_p * width + c * n_p * A)
+                     + 4 * s * A * rows + n_all * math.prod(shape) * (8 + s))
+
+    @classmethod
     def _probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
         """A tenth of the epochs (at least 2) with a tenth of the checkpoints (at least the
         first and the last), evenly spaced: the same mix of training steps and checkpoint

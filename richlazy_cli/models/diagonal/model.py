@@ -473,6 +473,19 @@ class DiagonalModel(Model):
         return 8.0 * (3 * d + 5 + T + 1) + 1
 
     @classmethod
+    def _working_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """Peak memory of one configuration, float64: the inputs ``X`` (N × d) and the
+        ``N × d`` temporaries of the Jacobian ``X diag(cosh(2Xᵀm)) Xᵀ`` (the flow's
+        implicit integrator, the implicit interpolator's Newton steps), ``3 N d`` together;
+        the ``N × N`` Jacobian and its factors, ``2 N²``; and about
+        twenty ``d``-vectors (weights, gradients, the mirror map's temporaries). With a data
+        file, ``N`` and ``d`` are its X's (:meth:`derive`). The outputs are
+        :meth:`_output_bytes`. Checked against the measured peak by
+        tests/models/test_memory.py."""
+        N, d = int(values["N"]), int(values["d"])
+        return 8.0 * (3 * N * d + 2 * N * N + 20 * d)
+
+    @classmethod
     def _cost(cls, values: Mapping[str, Any]) -> float:
         return float(values["N"]) * float(values["d"]) * (1.0 + np.log1p(1.0 / values["alpha"]))
 

@@ -625,6 +625,32 @@ class Linear(Model):
         size = values["depth"] * values["h"] ** 2 + values["h"] * (values["d"] + values["c"])
         return float(size) * (1.0 + values["depth"]) / 100.0
 
+    @classmethod
+    def _working_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
+        """Peak memory of one configuration, float64 throughout, in units of the
+        ``p = h·d + (L−1)·h² + h·c`` parameters (``L`` = ``depth``):
+
+        * the data: ``whitened`` draws an ``n × n`` Gaussian matrix and keeps its QR factor
+          (:func:`_orthonormal`), about ``5 n²`` values at the peak; ``gaussian`` and a file
+          ``2 n (d + c)``;
+        * the ``isotropic`` initialisation: the QR of ``h × h`` (one per layer) and of ``d × d``
+          and ``c × c`` Gaussian matrices, ``3 (h² + d² + c²)``;
+        * the kernel distance's factors (:func:`ntk_factors`): ``d × d`` matrices per layer
+          and their products with ``Σ = XᵀX``, ``5 d²`` with ``Σ``;
+        * ``train``: the parameters, their gradients, the prefix and suffix products and the
+          next step's parameters, ``7 p``; ``solve``: DOP853's stages and state (``20 p``)
+          and the ``n_records`` states ``solve_ivp`` keeps at its output times, twice while
+          it gathers them (``2 n_records p``).
+
+        The outputs are :meth:`_output_bytes`. Checked against the measured peak by
+        tests/models/test_memory.py."""
+        d, h, c, n, L = (int(values[k]) for k in ("d", "h", "c", "n", "depth"))
+        p = h * d + (L - 1) * h * h + h * c
+        data = 5 * n * n if values["data_kind"] == "whitened" else 2 * n * (d + c)
+        init = 3 * (h * h + d * d + c * c) if values["init"] == "isotropic" else 0
+        run = 7 * p if action == "train" else (20 + 2 * int(values["n_records"])) * p
+        return 8.0 * (data + init + 5 * d * d + run)
+
     # -- shared pieces ----------------------------------------------------------------------
     @staticmethod
     def _file(batch: Batch) -> dict[str, np.ndarray] | None:

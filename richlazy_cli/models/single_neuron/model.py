@@ -612,6 +612,24 @@ class SingleNeuron(Model):
         return 8.0 * (methods * int(values["n_records"]) * per_time + 2)
 
     @classmethod
+    def _working_bytes(cls, action: str, values: dict[str, Any]) -> float | None:
+        """Peak memory of one configuration besides its outputs, float64: per method (2 for
+        ``both``) about four ``T × d`` trajectories (``T`` = ``n_records``: the integrator's
+        or the closed form's states at the output times, the stacked ``w`` and the
+        temporaries of the kernel distance and the extra outputs) and twenty ``d``-vectors;
+        with data ``X`` (n × d), its Gram matrix ``XᵀX``, its square, the pseudo-inverse and
+        the null space's SVD, ``4 d² + 4 n d``. Checked against the measured peak by
+        tests/models/test_memory.py."""
+        d, T = int(values["d"]), int(values["n_records"])
+        methods = 2 if values["method"] == "both" else 1
+        held = 4 * methods * T * d + 20 * d
+        X = values.get("X")
+        if X is not None:
+            n = int(np.shape(X)[0])
+            held += 4 * d * d + 4 * n * d
+        return 8.0 * held
+
+    @classmethod
     def derive(cls, action: str, values: dict[str, Any]) -> None:
         """Azulay's ``alpha`` and ``s`` (with ``beta0``'s direction) give ``a0`` and ``w0``
         (:func:`.fully_connected.fc_init`); ``a0`` and ``w0`` give ``delta``

@@ -270,12 +270,10 @@ class TwoLayer(Model):
         slice of configurations bounded by one GiB of kernels whatever the batch, which the
         engine's headroom on a GPU covers (docs/performance.md, "Chunks on a GPU"). At the
         paper's size (d = 100, h = 50, n = 1000, n_test = 10⁴): 22 MB in float64, 11 MB in
-        float32. None for the NumPy implementation, whose stored initial-kernel panels are
-        bounded per batch (:data:`_K0_STORE_BYTES`), not per configuration (the row that
-        runs on the CPU only)."""
+        float32. The NumPy implementation's is :func:`numpy_working_bytes`."""
         impl = cls.implementation(values, action)
         if impl is None or not impl.on_devices:
-            return None
+            return numpy_working_bytes(values)
         s = 8 if values["dtype"] == "float64" else 4
         d, h, n, n_test = (int(values[k]) for k in ("d", "h", "n", "n_test"))
         activations = (4 + 2 + 3) * h * n * s + (1 + 1 + 2) * h * n
@@ -421,6 +419,36 @@ class TwoLayer(Model):
         out = tb.train(placement.torch, run, progress)
         return metrics_dataset(out, ck, out["status"], lr_eff, n, kern.alpha_of(tau, delta),
                                bool(v["save_params"]), geometry)
+
+
+def numpy_working_bytes(values: Mapping[str, Any]) -> float:
+    """The NumPy implementation's peak memory for one configuration (``s`` the training
+    dtype's bytes; :meth:`TwoLayer._train`, :class:`_Metrics`, :mod:`._kernels`):
+
+    * ``h × d``: in float64 the seed's base directions, the scaled initialisation ``W₀`` and
+      the metrics' copy of it, a checkpoint's ``W`` and the temporaries of its distances
+      (``W − W₀``, the unit directions of both); in the training dtype the trained ``W``,
+      its group's copy, the checkpoint's snapshot, the backward product ``P`` and the
+      step's temporaries: ``60 + 6·s`` bytes per entry (measured: 107 in float64, 83 in
+      float32);
+    * ``n × d``: ``X`` in float64 and three copies in the training dtype (``X``, ``Xᵀ``, the
+      metrics'); ``n_test × d``: ``X_test`` and its transpose in the training dtype;
+    * ``h × n``: a checkpoint's ``Z``, ``σ'(Z)``, ``σ(Z)``, ``G``, the step's block of
+      pre-activations and the initial signs (int8); with the initial kernel recomputed
+      (:data:`_K0_STORE_BYTES` exceeded), the initial features ``σ(Z₀)`` and ``G₀`` besides;
+      ``h × n_test``: the test pass's pre-activations;
+    * ``n²``: the upper panels of ``XXᵀ`` in the training dtype and of the initial kernel in
+      float64 where they are stored (``n (n + n_b) / 2`` entries each, ``n_b`` rows a panel).
+
+    Every product of a configuration is of these shapes; the outputs are the model's
+    ``_output_bytes``. Checked against the measured peak by tests/models/test_memory.py."""
+    s = 8 if values["dtype"] == "float64" else 4
+    d, h, n, n_test = (int(values[k]) for k in ("d", "h", "n", "n_test"))
+    panels = n * (n + kern._panel_rows(n)) / 2
+    stored = n * (n + kern._panel_rows(n)) * 4 <= _K0_STORE_BYTES
+    per_hn = 5 * s + 1 + (0 if stored else 2 * s)
+    return float(h * d * (60 + 6 * s) + n * d * (8 + 3 * s) + n_test * d * (8 + s)
+                 + h * n * per_hn + h * n_test * s + panels * (s + (8 if stored else 0)))
 
 
 def _reordered(batch: Batch, order: np.ndarray) -> Batch:
