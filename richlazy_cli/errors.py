@@ -97,3 +97,8 @@ def point_counts(status: object) -> dict[str, int]:
         "failed": int(np.sum(Status.failed(values))),
         "missing": int(np.sum(values == Status.MISSING)),
     }
+
+
+class RichlazyDeprecationWarning(DeprecationWarning):
+    """An older spelling was given (:func:`richlazy_cli.params.deprecated`); the message names
+    the one of now. The command line shows each once, as one line on stderr."""

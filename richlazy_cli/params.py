@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .errors import BadInput
+from .errors import BadInput, RichlazyDeprecationWarning
 
 Kind = Literal["int", "float", "bool", "str", "vector", "matrix", "int_list", "path"]
 
@@ -215,11 +215,6 @@ def _parse_int(text: str) -> int:
         if not math.isfinite(number) or number != round(number):
             raise
         return int(number)
-
-
-class RichlazyDeprecationWarning(DeprecationWarning):
-    """An older spelling was given (:func:`deprecated`); the message names the one of now.
-    The command line shows each once, as one line on stderr."""
 
 
 def deprecated(old: str, new: str) -> None:

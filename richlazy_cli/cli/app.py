@@ -28,11 +28,9 @@ import typer
 
 from .. import __version__
 from ..engine import interrupts
-from ..engine.job import RUN_OPTIONS, Action, Backend
-from ..errors import BadInput, Busy, ExitCode
-from ..params import RichlazyDeprecationWarning
-from ..report.data import Reduction
-from ..report.options import Format, ReportKind
+from ..engine.options import RUN_OPTIONS, Action, Backend
+from ..errors import BadInput, Busy, ExitCode, RichlazyDeprecationWarning
+from ..report.options import Format, Reduction, ReportKind
 from .common import (
     SIGPIPE_STATUS,
     ClosedStdout,
@@ -296,7 +294,8 @@ app.command("train")(
 
 # -- sweep ----------------------------------------------------------------------------------
 def _run_opt(key: str, *names: str, metavar: str | None, default: str | None = None) -> Any:
-    """A sweep option declared in :data:`.engine.job.RUN_OPTIONS` (help and checks shared)."""
+    """A sweep option declared in :data:`.engine.options.RUN_OPTIONS` (help and checks
+    shared)."""
     option = RUN_OPTIONS[key]
     return typer.Option(
         option.flag, *names, help=option.help, metavar=metavar, show_default=default or False
@@ -530,16 +529,19 @@ HELP_WIDTH = 140
 """Columns of ``--help`` when stdout is not a terminal: every help text on one line."""
 
 
-def _wide_help() -> None:
-    """Lay typer's help out for a wide page when stdout is not a terminal."""
+def _wide_help() -> str | None:
+    """Lay typer's help out for a wide page when stdout is not a terminal, without importing
+    typer's rich layer (a command that prints no help should not pay for it): where it is
+    not imported yet, through ``TERMINAL_WIDTH``, which it reads when imported (unless the
+    user set it). Returns the ``TERMINAL_WIDTH`` to restore: None where it was unset."""
     if page_width() is None:
-        return
-    try:
-        from typer import rich_utils
-    except ImportError:  # pragma: no cover - typer without rich
-        return
-    if rich_utils.MAX_WIDTH is None:
-        rich_utils.MAX_WIDTH = HELP_WIDTH
+        return os.environ.get("TERMINAL_WIDTH")
+    loaded = sys.modules.get("typer.rich_utils")
+    if loaded is not None and getattr(loaded, "MAX_WIDTH", 0) is None:
+        loaded.MAX_WIDTH = HELP_WIDTH
+    before = os.environ.get("TERMINAL_WIDTH")
+    os.environ.setdefault("TERMINAL_WIDTH", str(HELP_WIDTH))
+    return before
 
 
 _VALUE_FLAGS = {"-p": "-p NAME=VALUE", "--param": "-p NAME=VALUE", "-g": "-g NAME=SPEC",
@@ -567,7 +569,7 @@ def run(argv: list[str] | None = None) -> int:
     sys.stderr = EscapingStream(real_stderr)  # names that are not UTF-8 print as escapes
     set_argv(sys.argv[1:] if argv is None else argv)
     on_interrupt("nothing written")
-    _wide_help()
+    saved_width = _wide_help()
     debug = bool(os.environ.get("RICHLAZY_DEBUG"))
     saved_env = os.environ.get("PYTHONWARNINGS")
     if not debug:  # stderr carries richlazy's lines only; worker processes inherit this
@@ -586,6 +588,10 @@ def run(argv: list[str] | None = None) -> int:
     finally:
         sys.stdout, sys.stderr = real_stdout, real_stderr
         interrupts.restore(previous)
+        if saved_width is None:
+            os.environ.pop("TERMINAL_WIDTH", None)
+        else:
+            os.environ["TERMINAL_WIDTH"] = saved_width
         if not debug:
             if saved_env is None:
                 os.environ.pop("PYTHONWARNINGS", None)

@@ -11,13 +11,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from ..errors import Status
+
+if TYPE_CHECKING:  # rich is imported where a table or console is made, not at start-up
+    from rich.console import Console
+    from rich.table import Table
 
 PIPED_WIDTH = 200
 """Columns of the page when stdout is not a terminal (unless COLUMNS says otherwise)."""
@@ -36,6 +38,8 @@ def page_width() -> int | None:
 def console(stderr: bool = False, longest: int = 0) -> Console:
     """A console on stdout (or stderr), wide when piped: wide enough for a column of
     ``longest`` characters beside the others."""
+    from rich.console import Console
+
     width = page_width()
     if width is not None:
         width = max(width, longest + 120)
@@ -228,6 +232,8 @@ class ClosedStdout:
 
 # -- failures -------------------------------------------------------------------------------
 def failures_table(failures: list[dict[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"{len(failures)} failed point(s)")
     table.add_column("point")
     table.add_column("status")

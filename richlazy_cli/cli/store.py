@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich import box
-from rich.table import Table
 
 from ..errors import BadInput, ExitCode, point_counts
 from .common import (
@@ -107,6 +105,9 @@ def store_ls(
     if as_json:
         print_json(rows)
         return
+    from rich import box
+    from rich.table import Table
+
     out = console(longest=max((len(r["file"]) for r in rows), default=0))
     narrow = out.width < NARROW_COLUMNS
     table = Table(title=f"{len(rows)} result file(s) in {folder}", title_justify="left",
@@ -143,6 +144,8 @@ def store_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Dimensions, variables, parameters and provenance of a result file."""
+    from rich.table import Table
+
     from ..engine.store import describe
 
     info = describe(path)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,10 +32,9 @@ import numpy as np
 
 from ..errors import BadInput
 from ..userfiles import available_memory
+from .sizes import DEFAULT_MAX_BYTES, human, parse_bytes, size_problem  # noqa: F401
 from .validate import CaseTree, TooManyCases
 
-DEFAULT_MAX_BYTES = 10**10
-"""The largest result (10 GB, uncompressed) a sweep accepts unless ``--max-bytes`` says more."""
 BOOKKEEPING_BYTES = 1 + 8
 """``status`` (int8) and ``elapsed`` (float64) per point."""
 SHARD_INDEX_BYTES = 8
@@ -45,47 +43,6 @@ CASE_LIMIT = 10_000
 """Past this many distinct cases, :func:`case_sum` samples the points instead."""
 SAMPLE = 2_000
 """Points evaluated when :func:`case_sum` samples."""
-
-_UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15,
-          "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40, "pi": 2**50}
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kmgtpKMGTP]i?)?[bB]?\s*$")
-
-
-def parse_bytes(text: Any) -> int:
-    """A size as given on the command line or in a job file: ``20GB``, ``500MiB``, ``1e9``
-    or an integer number of bytes (powers of 1000 for k, M, G, T, P; of 1024 with ``i``)."""
-    if isinstance(text, bool):
-        raise ValueError(text)
-    if isinstance(text, int):
-        if text < 1:
-            raise ValueError(text)
-        return text
-    match = _SIZE.match(str(text))
-    if not match:
-        raise ValueError(text)
-    number, unit = match.groups()
-    value = float(number) * _UNITS[(unit or "").lower()]
-    if not math.isfinite(value) or value < 1:
-        raise ValueError(text)
-    return int(value)
-
-
-def size_problem(value: Any) -> str | None:
-    """Why ``value`` is not a size (for the run option's check), or None."""
-    try:
-        parse_bytes(value)
-    except ValueError:
-        return "expected a size such as 20GB, 500MiB or a number of bytes (at least 1)"
-    return None
-
-
-def human(nbytes: float) -> str:
-    """``nbytes`` in the largest unit of 1000 that keeps it at least 1 (``1.6 GB``)."""
-    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes:.0f} bytes"
-
 
 @dataclass(frozen=True)
 class OutputSize:

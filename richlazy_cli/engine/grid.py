@@ -34,9 +34,9 @@ import numpy as np
 from ..errors import BadInput
 from ..models.base import Model
 from ..params import Param, jsonable
+from .options import DEFAULT_MAX_POINTS
 
 _CALL = re.compile(r"^\s*(linspace|logspace|geomspace|range)\s*\((.*)\)\s*$")
-DEFAULT_MAX_POINTS = 10_000_000
 GRAMMAR = ("a grid is linspace(a,b,n), logspace(a,b,n) with base-10 exponents, "
            "geomspace(a,b,n), range(n), range(a,b[,step]) or a list 1,2,5")
 """The grid grammar, named in the messages of a spec that does not parse."""

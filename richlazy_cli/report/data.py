@@ -20,7 +20,6 @@ Reductions used by the figures (never by ``summary.json``, see :mod:`.summary`):
 
 from __future__ import annotations
 
-import enum
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -31,19 +30,13 @@ import numpy as np
 import xarray as xr
 
 from ..errors import BadInput, Status, point_counts
+from .options import Reduction
 
 TIME_DIMS = ("step", "time")
 BOOKKEEPING = ("status", "elapsed")
 ECHOED = ("alpha",)
 """Variables that are functions of the parameters alone, recorded for reference."""
 COMPONENT_NORM = "Euclidean norm"
-class Reduction(enum.StrEnum):
-    """How ``seed`` is reduced in figures (``--reduce``)."""
-
-    MEAN = "mean"
-    MEDIAN = "median"
-
-
 REDUCTIONS = tuple(r.value for r in Reduction)
 
 

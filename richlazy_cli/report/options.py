@@ -1,5 +1,6 @@
-"""The report's command-line choices, importable without matplotlib (the CLI declares its
-options at start-up, and a sweep should not pay for the plotting library)."""
+"""The report's command-line choices, importable without matplotlib, NumPy or xarray (the CLI
+declares its options at start-up, and neither ``--version`` nor a sweep should pay for the
+plotting library)."""
 
 from __future__ import annotations
 
@@ -26,3 +27,10 @@ class Format(enum.StrEnum):
     PNG = "png"
     SVG = "svg"
     PDF = "pdf"
+
+
+class Reduction(enum.StrEnum):
+    """How ``seed`` is reduced in figures (``--reduce``)."""
+
+    MEAN = "mean"
+    MEDIAN = "median"

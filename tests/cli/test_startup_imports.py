@@ -1,0 +1,65 @@
+"""The command line starts without the numerical libraries: importing its entry point, printing
+``--version`` and answering a tab completion import none of xarray, pandas, NumPy, SciPy,
+h5py, numba, torch or matplotlib (they come with the command that needs them; start-up times
+in bench/startup.py). A check of the module set in a fresh interpreter, not a timing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ..conftest import ROOT
+
+pytestmark = pytest.mark.system
+
+HEAVY = ("xarray", "pandas", "numpy", "scipy", "h5py", "numba", "torch", "matplotlib",
+         "richlazy_cli.models.base", "richlazy_cli.engine.job")
+"""What the start-up must not import (the last two import the others)."""
+
+PROBE = """
+import json, sys
+heavy = {heavy!r}
+def report():
+    print("MODULES=" + json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
+try:
+{body}
+finally:
+    report()
+"""
+
+
+def _imported(body: str, env: dict[str, str] | None = None) -> tuple[list[str], str]:
+    code = PROBE.format(heavy=HEAVY, body="\n".join("    " + line for line in body.splitlines()))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+                          cwd=ROOT, timeout=120, check=False)
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("MODULES=")]
+    assert line, proc.stderr
+    return json.loads(line[-1].removeprefix("MODULES=")), proc.stdout
+
+
+def test_importing_the_entry_point_imports_no_numerical_library() -> None:
+    modules, _ = _imported("import richlazy_cli.cli.app")
+    assert modules == []
+
+
+def test_version_imports_no_numerical_library() -> None:
+    modules, out = _imported("from richlazy_cli.cli.app import run\nrun(['--version'])")
+    assert modules == [] and out.startswith("richlazy ")
+
+
+def test_completion_imports_no_numerical_library() -> None:
+    env = {"_RICHLAZY_COMPLETE": "complete_bash", "COMP_WORDS": "richlazy sw",
+           "COMP_CWORD": "1"}
+    modules, out = _imported("from richlazy_cli.cli.app import run\nrun([])", env)
+    assert modules == [] and out.split() == ["sweep"]
+
+
+def test_the_probe_sees_a_heavy_import() -> None:
+    """The check can fail: a command that runs a model imports them."""
+    modules, _ = _imported("import richlazy_cli.engine.job")
+    assert {"numpy", "xarray", "richlazy_cli.models.base"} <= set(modules)
