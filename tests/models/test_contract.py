@@ -11,6 +11,8 @@ at the end, in this process and through the command line with a broken model mod
 
 from __future__ import annotations
 
+import json
+
 import importlib.util
 import os
 import random
@@ -221,7 +223,8 @@ def test_cost_is_positive_and_finite(name: str, action: str) -> None:
 @pytest.mark.system
 @pytest.mark.parametrize("name, action", CASES, ids=IDS)
 def test_file_round_trip(name: str, action: str, tmp_path: Path) -> None:
-    """What the store writes, xarray reads back equal: values, dimensions and attributes."""
+    """What the store writes, xarray reads back equal: values, dimensions and attributes, plus
+    the file's per-variable ``checksums`` (docs/engine.md), one for each variable written."""
     cls = MODELS[name]
     points = resolved(cls, action)
     group = max(batchable_groups(cls, points), key=len)
@@ -230,6 +233,9 @@ def test_file_round_trip(name: str, action: str, tmp_path: Path) -> None:
     write_result(ds, path)
     with xr.open_dataset(path, engine="h5netcdf") as back:
         back.load()
+    checksums = json.loads(back.attrs.pop("checksums"))
+    assert set(checksums["variables"]) == set(ds.variables), set(ds.variables) ^ set(
+        checksums["variables"])
     xr.testing.assert_identical(back, ds)
     for var_name, item in ds.variables.items():
         assert back[var_name].dtype == item.dtype, var_name
