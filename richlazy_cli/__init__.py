@@ -1,3 +1,3 @@
 """richlazy: batch simulations of lazy versus rich (feature-learning) training regimes."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -21,9 +21,8 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
-import click
 import typer
 
 from .. import __version__
@@ -66,28 +65,20 @@ app = typer.Typer(
 app.add_typer(store_app, name="store")
 
 
-_E = TypeVar("_E", bound=BaseException)
+try:  # typer that vendors its click (typer._click); its Exit and Abort are typer's own
+    from typer._click import exceptions as _click_errors
+    from typer._click.core import Context as _ClickContext
+except ImportError:  # pragma: no cover - typer that uses click itself (click is installed)
+    from click import Context as _ClickContext  # type: ignore[assignment]
+    from click import exceptions as _click_errors  # type: ignore[no-redef]
 
-
-def _click_classes(cls: type[_E]) -> tuple[type[_E], ...]:
-    """An exception class of click and, where typer vendors its own click, typer's class of
-    that name (a copy, not a subclass: typed as ``cls``, whose attributes the handlers use)."""
-    classes = {cls}
-    try:
-        from typer._click import exceptions as vendored
-    except ImportError:  # typer that uses click itself
-        pass
-    else:
-        classes.add(getattr(vendored, cls.__name__, cls))
-    return tuple(classes)
-
-
-_EXITS: tuple[type[click.exceptions.Exit] | type[typer.Exit], ...] = (
-    *_click_classes(click.exceptions.Exit), typer.Exit)
-_ABORTS: tuple[type[click.exceptions.Abort] | type[typer.Abort], ...] = (
-    *_click_classes(click.exceptions.Abort), typer.Abort)
-_NO_ARGS = _click_classes(click.exceptions.NoArgsIsHelpError)
-_USAGE_ERRORS = _click_classes(click.exceptions.ClickException)
+# The click that typer runs on, never ``import click``: a typer that vendors it does not
+# install click (a non-editable install has none, scripts/check-install.sh).
+_EXITS: tuple[type[Any], ...] = tuple({typer.Exit, getattr(_click_errors, "Exit", typer.Exit)})
+_ABORTS: tuple[type[Any], ...] = tuple({typer.Abort,
+                                        getattr(_click_errors, "Abort", typer.Abort)})
+_NO_ARGS: tuple[type[Any], ...] = (_click_errors.NoArgsIsHelpError,)
+_USAGE_ERRORS: tuple[type[Any], ...] = (_click_errors.ClickException,)
 
 
 def _version(value: bool) -> None:
@@ -538,7 +529,7 @@ def _wide_help() -> str | None:
         return os.environ.get("TERMINAL_WIDTH")
     loaded = sys.modules.get("typer.rich_utils")
     if loaded is not None and getattr(loaded, "MAX_WIDTH", 0) is None:
-        loaded.MAX_WIDTH = HELP_WIDTH
+        setattr(loaded, "MAX_WIDTH", HELP_WIDTH)  # noqa: B010  (a module attribute of typer)
     before = os.environ.get("TERMINAL_WIDTH")
     os.environ.setdefault("TERMINAL_WIDTH", str(HELP_WIDTH))
     return before
@@ -621,7 +612,7 @@ def _show_deprecations() -> None:
 def _bare_flags(command: Any) -> None:
     """Show every boolean flag (``--help`` and the completion options too) without a
     ``<bool>`` placeholder, in ``command`` and its subcommands."""
-    context_class = getattr(command, "context_class", click.Context)
+    context_class = getattr(command, "context_class", _ClickContext)
     help_option = command.get_help_option(context_class(command))
     for param in [*command.params, *([help_option] if help_option is not None else [])]:
         if getattr(param, "is_flag", False) and param.metavar is None:
