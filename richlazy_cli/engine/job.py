@@ -471,7 +471,7 @@ def prepare_sweep(
         shard_source=shard_source,
         fail_fast=bool(settings.get("fail_fast", False)),
         max_bytes=parse_bytes(settings.get("max_bytes", DEFAULT_MAX_BYTES)),
-        **flags,
+        **dict[str, Any](flags),  # the switches: resume, retry_failed, force, dry_run, quiet
     )
     # a dry run shows the plan of a GPU job where no GPU is (docs/engine.md); a run refuses
     allowed = compute.absent_devices_allowed() if opts.dry_run else contextlib.nullcontext()
