@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,7 +110,12 @@ def test_every_shell_block_is_run_or_says_why_not() -> None:
     assert problems == []
 
 
-def _run(block: Block, tmp_path: Path) -> None:
+FAST_LIMIT = 60.0
+"""Seconds a fast-tier block may take before it fails (a fast block takes <= 5 s: mark a
+longer one ``run: slow`` or ``not run``), so a long command never holds the fast tier."""
+
+
+def _run(block: Block, tmp_path: Path, limit: float = 900.0) -> None:
     for name in (".venv", "jobs", "examples"):
         (tmp_path / name).symlink_to(ROOT / name)
     (tmp_path / "results").mkdir()
@@ -117,9 +123,16 @@ def _run(block: Block, tmp_path: Path) -> None:
     env["PATH"] = f"{ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = str(ROOT)
     env.pop("RICHLAZY_MODELS", None)
-    proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.body], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"{block.name}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    with subprocess.Popen(["bash", "-e", "-o", "pipefail", "-c", block.body], cwd=tmp_path,
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the block's workers too
+            proc.communicate()
+            pytest.fail(f"{block.name} ran past {limit:.0f} s: mark it 'run: slow' or 'not run'")
+    assert proc.returncode == 0, f"{block.name}\n{out[-2000:]}\n{err[-2000:]}"
 
 
 NEEDS_VENV = pytest.mark.skipif(not (ROOT / ".venv" / "bin" / "richlazy").exists(),
@@ -130,7 +143,7 @@ NEEDS_VENV = pytest.mark.skipif(not (ROOT / ".venv" / "bin" / "richlazy").exists
 @pytest.mark.parametrize("block", [b for b in shell_blocks() if b.mark == ""],
                          ids=lambda b: b.name)
 def test_fast_block_exits_0(block: Block, tmp_path) -> None:
-    _run(block, tmp_path)
+    _run(block, tmp_path, FAST_LIMIT)
 
 
 @NEEDS_VENV
