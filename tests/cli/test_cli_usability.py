@@ -73,7 +73,7 @@ def test_json_for_solve_sweep_and_verify(tmp_path, toy_env, cli, monkeypatch) ->
     assert data["plan"]["points"] == 4
 
     good = json.loads(cli("store", "verify", out, "--json").out)
-    assert good == {"file": str(out), "ok": True, "problems": []}
+    assert good == {"file": str(out), "ok": True, "problems": [], "notes": []}
     shard = tmp_path / "half.h5"
     assert cli(*TOY4, "-o", shard, "--shard", "1/2", "-q").code == 0
     bad = cli("store", "verify", shard, "--json")
