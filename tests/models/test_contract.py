@@ -11,9 +11,8 @@ at the end, in this process and through the command line with a broken model mod
 
 from __future__ import annotations
 
-import json
-
 import importlib.util
+import json
 import os
 import random
 import re
