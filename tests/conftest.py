@@ -140,6 +140,76 @@ def wait_for(predicate: Callable[[], bool], proc: subprocess.Popen, what: str,
         time.sleep(0.005)
 
 
+def live_children(pid: int) -> list[int]:
+    """The child processes of ``pid`` that have not ended (Linux ``/proc``; not zombies)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+            except (OSError, ValueError):
+                continue
+            if int(ppid) == pid and state not in ("Z", "X"):
+                found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether the process ``pid`` exists and has not ended (a zombie has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+PAUSE = "RICHLAZY_TEST_PAUSE"
+"""The engine's test hook (richlazy_cli/engine/interrupts.py): a process given
+``RICHLAZY_TEST_PAUSE=POINT:MARKER`` writes its pid to ``MARKER`` each time it reaches
+``POINT`` (``part``: after a part is written; ``assemble``; ``fork``; ``writer``) and waits
+there, at most 10 s, until the file is removed. A test that must catch a run in flight waits
+for that file, an event it observes, instead of slowing the model down and hoping."""
+
+
+def pausing(env: dict[str, str], point: str, marker: Path) -> dict[str, str]:
+    """``env`` with the pause hook set: stop at ``point``, announcing it in ``marker``."""
+    return {**env, PAUSE: f"{point}:{marker}"}
+
+
+def paused_pid(marker: Path) -> int | None:
+    """The pid a paused process wrote into ``marker``; None before it has (or while the
+    file exists but its pid is not written yet)."""
+    try:
+        text = marker.read_text()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.strip() else None
+
+
+def wait_paused(marker: Path, proc: subprocess.Popen, times: int = 1) -> int:
+    """Until the run under ``proc`` has paused ``times`` times at its pause point (the earlier
+    pauses released): it now waits there. Returns the pid it wrote."""
+    for k in range(1, times + 1):
+        wait_for(lambda: paused_pid(marker) is not None, proc, f"pause {k} of {times}")
+        if k < times:
+            marker.unlink()
+    pid = paused_pid(marker)
+    assert pid is not None
+    return pid
+
+
+def release(marker: Path, proc: subprocess.Popen, limit: float = 120) -> int:
+    """Let ``proc`` run to its end, passing every later pause at once; its exit status."""
+    deadline = time.monotonic() + limit
+    while proc.poll() is None:
+        marker.unlink(missing_ok=True)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the paused run did not end within {limit:g} s")
+        time.sleep(0.005)
+    marker.unlink(missing_ok=True)
+    return proc.returncode
+
+
 def assert_one_line_error(result: CliResult, code: int = 2) -> None:
     """Exit 2 (or ``code``: 75 for a busy output), exactly one line on stderr, no traceback."""
     assert result.code == code, (result.code, result.err)

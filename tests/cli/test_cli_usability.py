@@ -8,13 +8,18 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import xarray as xr
 
-from ..conftest import assert_one_line_error, run_process, wait_for
+from ..conftest import (
+    assert_one_line_error,
+    pausing,
+    release,
+    run_process,
+    wait_paused,
+)
 
 TOY4 = ["sweep", "solve", "toy", "-g", "slope=0,1,2,3"]
 
@@ -234,29 +239,6 @@ def test_progress_reaches_models_computed_in_process(tmp_path, toy_env, monkeypa
 
 
 # -- interruptions --------------------------------------------------------------------------
-def _children(pid: int) -> list[int]:
-    """Processes whose parent is ``pid`` (from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                status = (entry / "status").read_text()
-            except OSError:
-                continue
-            ppid = next(int(x.split()[1]) for x in status.splitlines() if x.startswith("PPid:"))
-            if ppid == pid:
-                found.append(int(entry.name))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    return "\nState:\tZ" not in status
-
-
 def _popen(args: list, env: dict[str, str], err: Path) -> subprocess.Popen:
     with open(err, "w") as fh:
         return subprocess.Popen(
@@ -266,44 +248,23 @@ def _popen(args: list, env: dict[str, str], err: Path) -> subprocess.Popen:
 
 
 @pytest.mark.processes
-def test_sigterm_stops_loky_workers_with_the_parent(tmp_path, toy_env) -> None:
-    out = tmp_path / "t.h5"
-    parts = Path(f"{out}.parts")
-    args = ["sweep", "solve", "toy", "-g", "slope=linspace(0,1,40)", "-p", "sleep=0.3",
-            "--chunk-size", "1", "--jobs", "2", "-o", out, "-q"]
-    proc = _popen(args, toy_env, tmp_path / "err")
-    wait_for(lambda: parts.exists() and any(parts.glob("part-*.rlp")), proc, "part")
-    workers = _children(proc.pid)
-    assert workers, "no worker processes"
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 130
-    err = (tmp_path / "err").read_text()
-    assert err.startswith("richlazy: interrupted (SIGTERM)") and "--resume" in err, err
-    assert len(err.strip().splitlines()) == 1, err
-    deadline = time.monotonic() + 5
-    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not [p for p in workers if _alive(p)], "worker processes outlived their parent"
-
-
-@pytest.mark.processes
-def test_sigterm_while_assembling_keeps_the_parts(tmp_path, toy_env) -> None:
+def test_sigterm_while_assembling_keeps_the_parts(tmp_path, toy_env, cli) -> None:
     out = tmp_path / "a.h5"
     parts = Path(f"{out}.parts")
-    args = ["sweep", "solve", "toy", "-g", "slope=linspace(0,1,4)", "-p", "steps=1500000",
-            "--chunk-size", "1", "--jobs", "1", "-o", out, "-q"]
-    proc = _popen(args, toy_env, tmp_path / "err")
-    wait_for(lambda: len(list(parts.glob("part-*.rlp"))) == 4, proc, "fourth part")
-    proc.send_signal(signal.SIGTERM)  # every chunk is computed: the file is being assembled
-    code = proc.wait(timeout=60)
+    args = ["sweep", "solve", "toy", "-g", "slope=linspace(0,1,4)", "--chunk-size", "1",
+            "--jobs", "1", "-o", out, "-q"]
+    marker = tmp_path / "paused"
+    proc = _popen(args, pausing(toy_env, "writer", marker), tmp_path / "err")
+    wait_paused(marker, proc)  # every chunk computed, the result file's writer about to write
+    assert len(list(parts.glob("part-*.rlp"))) == 4
+    proc.send_signal(signal.SIGTERM)
+    code = release(marker, proc, limit=60)
     err = (tmp_path / "err").read_text()
-    if code == 0:
-        pytest.skip("the sweep finished before the signal arrived")
     assert code == 130, err
     assert err.startswith("richlazy: interrupted (SIGTERM)") and "--resume" in err, err
     assert len(err.strip().splitlines()) == 1, err
     assert not out.exists() and parts.exists()
-    resumed = run_process(*args, "--resume", env=toy_env)
+    resumed = cli(*args, "--resume")  # in this process
     assert resumed.code == 0, resumed.err
     with xr.open_dataset(out, engine="h5netcdf") as ds:
         assert int((ds["status"] == 0).sum()) == 4
@@ -311,20 +272,20 @@ def test_sigterm_while_assembling_keeps_the_parts(tmp_path, toy_env) -> None:
 
 @pytest.mark.processes
 def test_sigterm_while_merging_writes_nothing(tmp_path, toy_env, cli) -> None:
-    grid = ["sweep", "solve", "toy", "-g", "slope=linspace(0,1,4)", "-p", "steps=1500000",
-            "--jobs", "1", "-q"]
+    grid = ["sweep", "solve", "toy", "-g", "slope=linspace(0,1,4)", "--jobs", "1", "-q"]
     shards = [tmp_path / f"s{k}.h5" for k in (1, 2)]
     for k, shard in enumerate(shards, start=1):
         assert cli(*grid, "-o", shard, "--shard", f"{k}/2").code == 0
     merged = tmp_path / "merged" / "m.h5"
     merged.parent.mkdir()
-    proc = _popen(["store", "merge", merged, *shards], toy_env, tmp_path / "err")
-    wait_for(lambda: any(merged.parent.iterdir()), proc, "temporary file")
+    marker = tmp_path / "paused"
+    proc = _popen(["store", "merge", merged, *shards], pausing(toy_env, "writer", marker),
+                  tmp_path / "err")
+    wait_paused(marker, proc)  # the merged file's writer about to write its temporary file
+    assert any(merged.parent.iterdir()), "no temporary file"
     proc.send_signal(signal.SIGTERM)
-    code = proc.wait(timeout=60)
+    code = release(marker, proc, limit=60)
     err = (tmp_path / "err").read_text()
-    if code == 0:
-        pytest.skip("the merge finished before the signal arrived")
     assert code == 130, err
     assert err.strip() == f"richlazy: interrupted (SIGTERM); nothing written to {merged}"
     assert not merged.exists()

@@ -16,7 +16,18 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from ..conftest import ROOT, assert_one_line_error, run_process
+from richlazy_cli.engine import startup
+
+from ..conftest import (
+    ROOT,
+    alive,
+    assert_one_line_error,
+    live_children,
+    pausing,
+    release,
+    run_process,
+    wait_paused,
+)
 
 GRID = ["-g", "slope=linspace(0,1,5)", "-g", "seed=range(3)", "-g", "offset=[[0,1],[1,0]]"]
 
@@ -305,18 +316,6 @@ def start_sweep(args: list[str], out: Path, env: dict[str, str]) -> subprocess.P
         )
 
 
-def _wait_for_parts(parts: Path, proc: subprocess.Popen, minimum: int = 1) -> int:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        n = len(list(parts.glob("part-*.rlp"))) if parts.exists() else 0
-        if n >= minimum:
-            return n
-        if proc.poll() is not None:
-            raise AssertionError(f"sweep ended early with exit code {proc.returncode}")
-        time.sleep(0.05)
-    raise AssertionError("no part appeared")
-
-
 @pytest.mark.system
 @pytest.mark.parametrize(
     "sig,jobs",
@@ -324,20 +323,33 @@ def _wait_for_parts(parts: Path, proc: subprocess.Popen, minimum: int = 1) -> in
     ids=["SIGKILL", "SIGINT", "SIGKILL-2-workers", "SIGINT-2-workers"],
 )
 @pytest.mark.processes
-def test_killed_sweep_resumes_to_identical_data(tmp_path, toy_env, cli, sig, jobs) -> None:
-    grid = ["-g", "slope=linspace(0,1,8)", "-p", "sleep=0.4", "--chunk-size", "1", "--jobs", jobs]
+def test_killed_sweep_resumes_to_identical_data(tmp_path, toy_env, cli, monkeypatch, sig,
+                                                jobs) -> None:
+    # the killed run on `jobs` workers; the runs in this process on one (the worker count is
+    # no part of a sweep: test_bitwise_identical_across_routes)
+    sweep = ["-g", "slope=linspace(0,1,8)", "--chunk-size", "1"]
+    grid = [*sweep, "--jobs", "1"]
     ref = tmp_path / "ref.h5"
     assert cli("sweep", "solve", "toy", *grid, "-o", ref, "-q").code == 0
     out = tmp_path / "killed.h5"
     parts = Path(str(out) + ".parts")
-    proc = start_sweep(grid, out, toy_env)
-    _wait_for_parts(parts, proc)
+    marker = tmp_path / "paused"
+    proc = start_sweep([*sweep, "--jobs", jobs], out, pausing(toy_env, "part", marker))
+    wait_paused(marker, proc)  # its first part written, the run waits: signalled in flight
+    workers = live_children(proc.pid)  # its worker pool (and loky's resource tracker)
+    assert bool(workers) == (jobs == "2"), workers
     proc.send_signal(sig)
-    proc.wait(timeout=60)
+    release(marker, proc, limit=60)
     err = Path(str(out) + ".err").read_text()
     if sig == signal.SIGINT:
         assert proc.returncode == 130, err
-        assert "--resume" in err
+        assert err.startswith("richlazy: interrupted (SIGINT)") and "--resume" in err, err
+        assert len(err.strip().splitlines()) == 1, err
+        # the workers stop with their parent (a SIGKILL leaves them to notice it alone)
+        deadline = time.monotonic() + 5
+        while any(alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in workers if alive(p)], "worker processes outlived their parent"
     else:
         assert proc.returncode == -signal.SIGKILL
     assert not out.exists()
@@ -345,6 +357,9 @@ def test_killed_sweep_resumes_to_identical_data(tmp_path, toy_env, cli, sig, job
     assert 1 <= done < 8
     # without --resume the unfinished sweep is protected
     assert_one_line_error(cli("sweep", "solve", "toy", *grid, "-o", out))
+    # (its estimate without the fresh interpreter that times a command's start from a
+    # notebook, engine/startup.py: the plan is what is checked here)
+    monkeypatch.setattr(startup, "command_startup", lambda model: 0.0)
     dry = cli("sweep", "solve", "toy", *grid, "-o", out, "--resume", "--dry-run")
     assert dry.code == 0 and f"pending: {8 - done} points" in dry.out
     result = cli("sweep", "solve", "toy", *grid, "-o", out, "--resume", "-q")
@@ -505,17 +520,18 @@ def test_missing_or_corrupt_parts_on_resume(tmp_path, toy_env, cli) -> None:
 
 @pytest.mark.system
 @pytest.mark.processes
-def test_corrupt_part_file_on_resume(tmp_path, toy_env) -> None:
-    grid = ["-g", "slope=linspace(0,1,6)", "-p", "sleep=0.3", "--chunk-size", "1", "--jobs", "1"]
+def test_corrupt_part_file_on_resume(tmp_path, toy_env, cli) -> None:
+    grid = ["-g", "slope=linspace(0,1,6)", "--chunk-size", "1", "--jobs", "1"]
     out = tmp_path / "k.h5"
     parts = Path(str(out) + ".parts")
-    proc = start_sweep(grid, out, toy_env)
-    _wait_for_parts(parts, proc)
+    marker = tmp_path / "paused"
+    proc = start_sweep(grid, out, pausing(toy_env, "part", marker))
+    wait_paused(marker, proc)  # killed once its first part is written
     proc.kill()
-    proc.wait(timeout=60)
+    release(marker, proc, limit=60)
     first = sorted(parts.glob("part-*.rlp"))[0]
     first.write_bytes(b"garbage")
-    result = run_process("sweep", "solve", "toy", *grid, "-o", out, "--resume", env=toy_env)
+    result = cli("sweep", "solve", "toy", *grid, "-o", out, "--resume")
     assert_one_line_error(result)
     assert first.name in result.err
 

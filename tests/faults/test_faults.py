@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ..conftest import ROOT, CliResult, assert_one_line_error, run_process
+from ..conftest import ROOT, CliResult, assert_one_line_error, paused_pid
 
 pytestmark = pytest.mark.faults
 
@@ -385,13 +385,13 @@ def _start(env: dict[str, str], out: Path, pause: str, *extra: str,
 
 
 def _wait_marker(marker: Path, proc: subprocess.Popen) -> int:
-    deadline = time.monotonic() + CASE_SECONDS
-    while not marker.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
+    """Until the process paused (its pid written in ``marker``); that pid. (The case's own
+    budget bounds the wait.)"""
+    while (pid := paused_pid(marker)) is None:
+        if proc.poll() is not None:
             raise AssertionError(f"never paused: {proc.communicate()}")
         time.sleep(0.01)
-    time.sleep(0.05)
-    return int(marker.read_text() or 0)
+    return pid
 
 
 def _one_interrupt_line(proc: subprocess.Popen) -> str:
@@ -408,7 +408,7 @@ def _one_interrupt_line(proc: subprocess.Popen) -> str:
                                          ("assemble", False)])
 @pytest.mark.processes
 def test_sigterm_at_the_fork_or_during_assembly_is_one_line_and_resumable(
-        tmp_path, toy_env, point, group) -> None:
+        tmp_path, toy_env, cli, point, group) -> None:
     out, marker = tmp_path / "o.h5", tmp_path / "paused"
     proc = _start(toy_env, out, f"{point}:{marker}", group=group)
     _wait_marker(marker, proc)
@@ -421,14 +421,13 @@ def test_sigterm_at_the_fork_or_during_assembly_is_one_line_and_resumable(
     assert "--resume" in line
     assert not out.exists() and Path(f"{out}.parts").is_dir()
     assert not Path(f"{out}.lock").exists()
-    done = run_process(*TOY, "--chunk-size", "2", "-o", out, "--resume", env=toy_env,
-                       timeout=CASE_SECONDS)
+    done = cli(*TOY, "--chunk-size", "2", "-o", out, "--resume")  # in this process
     assert done.code == 0, done.err
     assert out.exists() and not Path(f"{out}.parts").exists()
 
 
 @pytest.mark.processes
-@processes(2)
+@processes(3)  # the command and its two workers, each importing richlazy and the model
 def test_sigterm_to_the_group_with_worker_processes_is_one_line(tmp_path, toy_env) -> None:
     """SIGTERM to the whole process group (a batch system's time limit) while loky workers
     compute: the parent's one line, nothing from the workers."""
@@ -469,7 +468,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.processes
 @processes(2)
-def test_the_writer_dies_with_its_killed_parent(tmp_path, toy_env) -> None:
+def test_the_writer_dies_with_its_killed_parent(tmp_path, toy_env, cli) -> None:
     out, marker = tmp_path / "o.h5", tmp_path / "paused"
     proc = _start(toy_env, out, f"writer:{marker}")
     child = _wait_marker(marker, proc)
@@ -480,8 +479,7 @@ def test_the_writer_dies_with_its_killed_parent(tmp_path, toy_env) -> None:
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not _alive(child), "the writer outlived its parent"
-    done = run_process(*TOY, "--chunk-size", "2", "-o", out, "--resume", env=toy_env,
-                       timeout=CASE_SECONDS)  # the lock is free again
+    done = cli(*TOY, "--chunk-size", "2", "-o", out, "--resume")  # the lock is free again
     assert done.code == 0, done.err
 
 

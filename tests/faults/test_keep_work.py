@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import ROOT
+from ..conftest import ROOT, live_children, pausing, release, wait_for, wait_paused
 from ..engine.test_sweep import assert_bitwise
 
 POINTS = 16
@@ -38,18 +38,18 @@ def _parts(out: Path) -> int:
     return len(list(Path(f"{out}.parts").glob("part-*")))
 
 
-def _wait_for_parts(out: Path, proc: subprocess.Popen, at_least: int) -> None:
-    deadline = time.monotonic() + 120
-    while _parts(out) < at_least:
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "no parts appeared"
-        time.sleep(0.05)
+def _older(result: Path, job: Path) -> None:
+    """Date ``result`` 2 s before ``job``, as a job file edited later than its result is
+    (without waiting for a clock tick that Make can see)."""
+    then = job.stat().st_mtime_ns - 2_000_000_000
+    os.utime(result, ns=(then, then))
 
 
 def _lone(tmp_path: Path, cli, job: Path) -> Path:
-    """The sweep of ``job`` run alone, in this process."""
+    """The sweep of ``job`` run alone, in this process, on one worker (the worker count is
+    no part of a sweep)."""
     out = tmp_path / f"lone-{uuid.uuid4().hex[:8]}.h5"
-    result = cli("sweep", "-c", job, "-o", out, "-q")
+    result = cli("sweep", "-c", job, "-o", out, "-q", "--jobs", "1")
     assert result.code == 0, result.err
     return out
 
@@ -70,10 +70,13 @@ def test_make_resumes_an_interrupted_sweep_and_recomputes_a_changed_job(tmp_path
     job = tmp_path / "jobs" / "toy.toml"
     job.write_text(JOB.format(steps=8))
     out = tmp_path / "results" / "toy.h5"
-    # a slow first make, stopped by SIGTERM (to make and richlazy, as a terminal's group)
-    first = _make(tmp_path, {**toy_env, "RICHLAZY_TOY_SLEEP": "0.3"}, start_new_session=True)
-    _wait_for_parts(out, first, 4)
+    # a first make, stopped by SIGTERM (to make and richlazy, as a terminal's group) while
+    # its sweep waits after its fourth part
+    marker = tmp_path / "paused"
+    first = _make(tmp_path, pausing(toy_env, "part", marker), start_new_session=True)
+    wait_paused(marker, first, times=4)
     os.killpg(first.pid, signal.SIGTERM)
+    release(marker, first, limit=60)
     _, err = first.communicate(timeout=60)
     assert first.returncode != 0 and not out.exists(), err
     kept = int(re.search(rf"(\d+) of {POINTS} points kept", err).group(1))
@@ -86,15 +89,15 @@ def test_make_resumes_an_interrupted_sweep_and_recomputes_a_changed_job(tmp_path
     assert_bitwise(_lone(tmp_path, cli, job), out)
     # touched, unchanged: nothing computed, the result's bytes stay
     before = out.read_bytes()
-    time.sleep(1.1)
     job.touch()
+    _older(out, job)
     third = _make(tmp_path, toy_env)
     stdout, err = third.communicate(timeout=120)
     assert third.returncode == 0 and "nothing to do" in err and "points in" not in stdout, err
     assert out.read_bytes() == before
     # changed: the whole sweep is computed again, with the new value
-    time.sleep(1.1)
     job.write_text(JOB.format(steps=9))
+    _older(out, job)
     fourth = _make(tmp_path, toy_env)
     stdout, err = fourth.communicate(timeout=120)
     assert fourth.returncode == 0, err
@@ -135,16 +138,18 @@ def test_crontab_line_starts_resumes_and_does_nothing(tmp_path, toy_env, cli) ->
     project = _project(tmp_path)
     env = {**toy_env, "HOME": str(tmp_path / "home")}
     out = project / "results" / "fig1b.h5"
-    # a run killed outright (SIGKILL: no clean-up at all), half-way
-    killed = _cron(line, {**env, "RICHLAZY_TOY_SLEEP": "0.3"}, start_new_session=True)
-    _wait_for_parts(out, killed, 4)
+    # a run killed outright (SIGKILL: no clean-up at all), waiting after its fourth part
+    marker = tmp_path / "paused"
+    killed = _cron(line, pausing(env, "part", marker), start_new_session=True)
+    wait_paused(marker, killed, times=4)
     os.killpg(killed.pid, signal.SIGKILL)
-    killed.wait(timeout=30)
-    # the next run resumes and finishes; the one after finds nothing to do: exit 0 both times
-    for _ in range(2):
-        proc = _cron(line, env)
-        proc.communicate(timeout=120)
-        assert proc.returncode == 0, (project / "logs" / "cron-fig1b.log").read_text()
+    release(marker, killed, limit=30)
+    assert 4 <= _parts(out) < POINTS
+    # the next run resumes and finishes; the one after finds nothing to do and leaves the
+    # result's bytes: exit 0 both times
+    proc = _cron(line, env)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 0, (project / "logs" / "cron-fig1b.log").read_text()
     done = out.read_bytes()
     proc = _cron(line, env)
     proc.communicate(timeout=120)
@@ -159,29 +164,31 @@ def test_crontab_line_starts_resumes_and_does_nothing(tmp_path, toy_env, cli) ->
 
 
 @pytest.mark.processes
-def test_busy_output_exits_75_and_a_complete_one_is_done_without_its_lock(tmp_path, toy_env):
+def test_busy_output_exits_75_and_a_complete_one_is_done_without_its_lock(tmp_path, toy_env,
+                                                                           cli):
     out = tmp_path / "busy.h5"
     job = tmp_path / "job.toml"
     job.write_text(JOB.format(steps=8))
-    command = [sys.executable, "-m", "richlazy_cli", "sweep", "-c", str(job), "-o", str(out),
-               "--continue", "-q"]
-    # 1 s a chunk: after the first part, 7 s for the busy run to start (1.4-1.8 s to import
-    # on the CI's kind of machine, idle) before the slow one could finish; terminated below
-    slow = subprocess.Popen(command, env={**toy_env, "RICHLAZY_TOY_SLEEP": "1.0"},
+    args = ["sweep", "-c", str(job), "-o", str(out), "--continue", "-q"]
+    command = [sys.executable, "-m", "richlazy_cli", *args]
+    # a run that holds the output's lock, waiting after its first part; terminated below
+    marker = tmp_path / "paused"
+    holder = subprocess.Popen(command, env=pausing(toy_env, "part", marker),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for_parts(out, slow, 1)
-    busy = subprocess.run(command, env=toy_env, capture_output=True, text=True, timeout=60)
-    assert busy.returncode == 75, busy.stderr
-    assert busy.stderr.count("\n") == 1 and "another run is in progress" in busy.stderr
-    slow.terminate()
-    slow.communicate(timeout=60)
-    assert slow.returncode == 130
-    assert subprocess.run(command, env=toy_env, timeout=120).returncode == 0
+    wait_paused(marker, holder)
+    busy = cli(*args)  # the next run, in this process
+    assert busy.code == 75, busy.err
+    assert busy.err.count("\n") == 1 and "another run is in progress" in busy.err
+    holder.terminate()
+    release(marker, holder, limit=60)
+    holder.communicate(timeout=60)
+    assert holder.returncode == 130
+    assert cli(*args).code == 0  # the terminated run continued (in this process)
     # complete: the nothing-to-do check comes before the lock, so a lock that cannot be made
     # (here its path is a folder; on a read-only file system, the same) does not matter
     Path(f"{out}.lock").mkdir()
-    done = subprocess.run(command, env=toy_env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and "complete, nothing to do" in done.stderr, done.stderr
+    done = cli(*args)
+    assert done.code == 0 and "complete, nothing to do" in done.err, done.err
 
 
 # -- pipes ---------------------------------------------------------------------------------
@@ -207,20 +214,24 @@ def test_closed_stdout_exits_141_quietly_with_parts_kept(tmp_path, toy_env, cli)
     mark = f"RICHLAZY_TEST_MARK={uuid.uuid4().hex}"
     script = (f"{sys.executable} -m richlazy_cli sweep -c {job} -o {out} | head -1; "
               'echo "status=${PIPESTATUS[0]}" >&2')
-    env = {**toy_env, "RICHLAZY_TOY_SLEEP": "0.2", mark.split("=")[0]: mark.split("=")[1]}
-    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.stdout.startswith("toy solve: 16 points in 16 chunks on 2 workers"), proc.stdout
-    assert proc.stderr == "status=141\n", proc.stderr  # nothing else on stderr
+    marker = tmp_path / "paused"
+    env = {**pausing(toy_env, "part", marker), mark.split("=")[0]: mark.split("=")[1]}
+    proc = subprocess.Popen(["bash", "-c", script], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    sweep = wait_paused(marker, proc)  # its first line printed, its first part written
+    # head has read that line and ended (the pipeline's other process): stdout is closed
+    wait_for(lambda: live_children(proc.pid) == [sweep], proc, "the end of head -1")
+    release(marker, proc)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert stdout.startswith("toy solve: 16 points in 16 chunks on 2 workers"), stdout
+    assert stderr == "status=141\n", stderr  # nothing else on stderr
     deadline = time.monotonic() + 10
     while _marked(mark) and time.monotonic() < deadline:  # workers stopped
         time.sleep(0.1)
     assert _marked(mark) == []
     assert not out.exists() and Path(f"{out}.parts").is_dir()
     kept = _parts(out)
-    resumed = subprocess.run([sys.executable, "-m", "richlazy_cli", "sweep", "-c", str(job),
-                              "-o", str(out), "--continue"], env=toy_env, capture_output=True,
-                             text=True, timeout=120)
-    assert resumed.returncode == 0, resumed.stderr
-    assert resumed.stdout.startswith(f"toy solve: {POINTS - kept} points"), (kept, resumed.stdout)
+    resumed = cli("sweep", "-c", job, "-o", out, "--continue", "--jobs", "1")  # in this process
+    assert resumed.code == 0, resumed.err
+    assert resumed.out.startswith(f"toy solve: {POINTS - kept} points"), (kept, resumed.out)
     assert_bitwise(_lone(tmp_path, cli, job), out)

@@ -24,27 +24,29 @@ from richlazy_cli.engine import lock as lock_module
 from richlazy_cli.engine.lock import OutputLock, lock_path
 from richlazy_cli.engine.store import WriteFailed, os_error_message, storage_error_line
 
-from ..conftest import ROOT, assert_one_line_error, run_process, wait_for
+from ..conftest import (
+    ROOT,
+    assert_one_line_error,
+    pausing,
+    release,
+    wait_for,
+    wait_paused,
+)
 
 GRID = ["-g", "slope=linspace(0,1,12)"]
-SLEEP: list[str] = []  # the slowness is RICHLAZY_TOY_SLEEP's, outside the sweep's parameters
-SLOW = ["--jobs", "1", "--chunk-size", "1"]
+SLOW = ["--jobs", "1", "--chunk-size", "1"]  # one part per point
 
 
-def _popen(env: dict[str, str], *args: object, sleep: float = 0.4) -> subprocess.Popen:
-    """A sweep in its own process, each chunk ``sleep`` s slower (to catch it mid-flight)."""
+def _popen(env: dict[str, str], *args: object, marker: Path) -> subprocess.Popen:
+    """A sweep in its own process that waits after each part it writes, announcing it in
+    ``marker`` (conftest.PAUSE), so that a test catches it in flight."""
     return subprocess.Popen(
         [sys.executable, "-m", "richlazy_cli", *map(str, args)],
-        env={**env, "RICHLAZY_TOY_SLEEP": str(sleep)},
+        env=pausing(env, "part", marker),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def _wait_for_parts(parts: Path, proc: subprocess.Popen, minimum: int = 1) -> None:
-    wait_for(lambda: parts.exists() and len(list(parts.glob("part-*.rlp"))) >= minimum, proc,
-             f"part {minimum}", limit=60)
 
 
 def _wait_for_lock_owner(out: Path, proc: subprocess.Popen) -> None:
@@ -88,23 +90,22 @@ def test_mixed_sweeps_cannot_share_an_output(tmp_path, toy_env, reference, cli) 
     """A --force run of another sweep on a running output is refused; after SIGKILL the first
     sweep resumes bit for bit, and the other one cannot resume its parts."""
     out = tmp_path / "mixed.h5"
-    parts = Path(f"{out}.parts")
+    marker = tmp_path / "paused"
     first = _popen(toy_env, "sweep", "solve", "toy", *GRID, "-p", "scale=0.1", *SLOW, "-o", out,
-                   sleep=1.0)  # killed below: it only has to outlive the second's start
+                   marker=marker)
     try:
-        _wait_for_parts(parts, first)
-        second = run_process("sweep", "solve", "toy", *GRID, "-p", "scale=0.5", *SLOW, "-o", out,
-                             "--force", env=toy_env)
+        wait_paused(marker, first)  # it holds the lock, waiting after its first part
+        second = cli("sweep", "solve", "toy", *GRID, "-p", "scale=0.5", *SLOW, "-o", out,
+                     "--force")  # in this process
         assert_one_line_error(second, code=75)  # busy: try later
         assert f"in progress (pid {first.pid}, host {socket.gethostname()})" in second.err
     finally:
         first.kill()
-        first.wait()
-    other = cli("sweep", "solve", "toy", *GRID, "-p", "scale=0.5", *SLEEP, "-o", out, "--resume")
+        release(marker, first)
+    other = cli("sweep", "solve", "toy", *GRID, "-p", "scale=0.5", "-o", out, "--resume")
     assert_one_line_error(other)
     assert "different sweep" in other.err
-    done = cli("sweep", "solve", "toy", *GRID, "-p", "scale=0.1", *SLEEP, "-o", out, "--resume",
-               "-q")
+    done = cli("sweep", "solve", "toy", *GRID, "-p", "scale=0.1", "-o", out, "--resume", "-q")
     assert done.code == 0, done.err
     assert not Path(f"{out}.parts").exists() and not lock_path(out).exists()
     _assert_same_data(out, reference["0.1"])
@@ -121,22 +122,23 @@ def test_foreign_part_in_the_folder_is_never_assembled(tmp_path, toy_env, refere
     """A part written by another sweep (as an unlocked older richlazy could) is skipped."""
     out = tmp_path / "f.h5"
     parts = Path(f"{out}.parts")
-    proc = _popen(toy_env, "sweep", "solve", "toy", *GRID, "-p", "scale=0.5", *SLOW, "-o", out)
-    _wait_for_parts(parts, proc, 2)
+    marker = tmp_path / "paused"
+    proc = _popen(toy_env, "sweep", "solve", "toy", *GRID, "-p", "scale=0.5", *SLOW, "-o", out,
+                  marker=marker)
+    wait_paused(marker, proc, times=2)
     proc.kill()
-    proc.wait()
+    release(marker, proc)
     foreign = sorted(parts.glob("part-*.rlp"))
     proc = _popen(toy_env, "sweep", "solve", "toy", *GRID, "-p", "scale=0.1", *SLOW, "-o",
-                  tmp_path / "g.h5")
-    _wait_for_parts(Path(f"{tmp_path / 'g.h5'}.parts"), proc, 2)
+                  tmp_path / "g.h5", marker=marker)
+    wait_paused(marker, proc, times=2)
     proc.kill()
-    proc.wait()
+    release(marker, proc)
     # the 0.1 sweep's parts moved under the 0.5 sweep's folder, after its own
     for k, part in enumerate(sorted(Path(f"{tmp_path / 'g.h5'}.parts").glob("part-*.rlp"))):
         part.rename(parts / f"part-{900 + k:06d}.rlp")
     assert foreign
-    result = cli("sweep", "solve", "toy", *GRID, "-p", "scale=0.5", *SLEEP, "-o", out, "--resume",
-                 "-q")
+    result = cli("sweep", "solve", "toy", *GRID, "-p", "scale=0.5", "-o", out, "--resume", "-q")
     assert result.code == 0, result.err
     _assert_same_data(out, reference["0.5"])
 
@@ -146,21 +148,24 @@ def test_overlapping_cron_resumes_and_forces(tmp_path, toy_env, reference, cli) 
     """Two cron runs of --resume (or of --force) overlap: the second exits 75 (busy) at once."""
     out = tmp_path / "cron.h5"
     args = ["sweep", "solve", "toy", *GRID, "-p", "scale=0.1", *SLOW, "-o", out]
-    proc = _popen(toy_env, *args)
-    _wait_for_parts(Path(f"{out}.parts"), proc)
+    marker = tmp_path / "paused"
+    proc = _popen(toy_env, *args, marker=marker)
+    wait_paused(marker, proc)  # killed once its first part is written
     proc.kill()
-    proc.wait()
-    running = _popen(toy_env, *args, "--resume", sleep=0.7)  # outlives the late runs' start
+    release(marker, proc)
+    running = _popen(toy_env, *args, "--resume", marker=marker)
     try:
         _wait_for_lock_owner(out, running)  # the killed run's lock file is still there
-        late = run_process(*args, "--resume", env=toy_env)  # the next cron run
+        wait_paused(marker, running)  # it holds the lock, waiting after its first new part
+        late = cli(*args, "--resume")  # the next cron run (in this process)
         assert_one_line_error(late, code=75)  # busy: try later
         assert f"in progress (pid {running.pid}" in late.err
         late = cli(*args, "--force")
         assert_one_line_error(late, code=75)
         assert "in progress" in late.err
-        _, err = running.communicate(timeout=120)
-        assert running.returncode == 0, err
+        code = release(marker, running)
+        _, err = running.communicate(timeout=60)
+        assert code == 0, err
     finally:
         running.kill()
     _assert_same_data(out, reference["0.1"])
@@ -307,9 +312,11 @@ def test_data_file_changed_during_a_run_is_not_assembled(tmp_path, toy_env) -> N
     out = tmp_path / "d.h5"
     args = [*DIAG[:4], "alpha=linspace(0.1,1,40)", *DIAG[5:], "-p", f"data={data}", "-o", out,
             "--chunk-size", "1"]
-    proc = _popen(toy_env, *args)
-    _wait_for_parts(Path(f"{out}.parts"), proc)
+    marker = tmp_path / "paused"
+    proc = _popen(toy_env, *args, marker=marker)
+    wait_paused(marker, proc)  # changed while the run waits after its first part
     _npz(data, 1)
+    release(marker, proc, limit=300)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 2, err
     assert "changed during the run" in err and not out.exists()
