@@ -19,14 +19,15 @@ pytestmark = pytest.mark.integration
 
 
 def header_commands(path: Path) -> list[list[str]]:
-    """The `#   richlazy ...` lines of the job file's leading comment, split as a shell
-    would, without the program name."""
+    """The `# Run: richlazy ...` and `# Report: richlazy ...` lines of the job file's leading
+    comment (the header's form: tests/jobs/test_job_headers.py), split as a shell would,
+    without the program name."""
     out = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.startswith("#"):
             break
-        body = line[1:].strip()
-        if body.startswith("richlazy "):
+        label, _, body = line[1:].strip().partition(":")
+        if label in ("Run", "Report") and body.strip().startswith("richlazy "):
             out.append(shlex.split(body)[1:])
     return out
 
