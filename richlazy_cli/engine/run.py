@@ -32,7 +32,6 @@ from . import interrupts
 from .assemble import Assembler
 from .chunk import ChunkResult
 from .estimation import Estimate, estimate, pending_cost, probe_of
-from .executors import dispatch, open_route
 from .fingerprint import InputChanged, InputGuard
 from .footprint import OutputSize, check_memory, declared_size, overhead
 from .grid import Shard
@@ -49,12 +48,11 @@ from .output import (
 )
 from .parts import PartsFolder, parts_path
 from .plan import Plan, auto_chunk_size, default_jobs, jobs_warning, make_plan, workers_for
-from .progress import Reporter
 from .store import provenance
 
 __all__ = ["Backend", "Estimate", "Plan", "RunOptions", "RunOutcome", "auto_chunk_size",
-           "default_jobs", "dispatch", "estimate", "execute", "jobs_warning", "make_plan",
-           "open_route", "pending_cost", "probe_of"]
+           "default_jobs", "estimate", "execute", "jobs_warning", "make_plan",
+           "pending_cost", "probe_of"]
 
 BACKENDS = tuple(b.value for b in Backend)
 
@@ -143,10 +141,10 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
 
     The flow: check the options; plan (a dry run stops here, with an estimate); open the
     parts folder (:func:`_starting_point`) and read back what an earlier run finished;
-    compute the pending chunks (:func:`dispatch`), each taken by a :class:`Collector` into
-    the assembler and the parts folder; assemble and write the result atomically; remove
-    the parts folder. An interruption (SIGINT, or SIGTERM through the CLI) at any point
-    before the result is written keeps the parts folder for ``--resume``.
+    compute the pending chunks (:func:`.executors.dispatch`), each taken by a
+    :class:`Collector` into the assembler and the parts folder; assemble and write the result
+    atomically; remove the parts folder. An interruption (SIGINT, or SIGTERM through the CLI)
+    at any point before the result is written keeps the parts folder for ``--resume``.
     """
     if opts.backend not in BACKENDS:
         raise BadInput(f"--backend {opts.backend!r}: use one of {', '.join(BACKENDS)}")
@@ -209,6 +207,11 @@ def _execute_locked(
     job: Job, out: Path, opts: RunOptions, command: list[str], man: dict[str, Any], size: int
 ) -> RunOutcome:
     """The run itself, holding the output's lock."""
+    # the executors (loky, psutil) and the progress bar (rich) are the run's alone: a dry run
+    # never imports them (tests/cli/test_startup_imports.py)
+    from .executors import dispatch
+    from .progress import Reporter
+
     # debris of killed runs, the --force and --resume checks, an idempotent resume (output.py)
     start = start_point(job, out, opts, man, command)
     if start.nothing_to_do:

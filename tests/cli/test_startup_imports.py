@@ -1,7 +1,8 @@
 """The command line starts without the numerical libraries: importing its entry point, printing
 ``--version`` and answering a tab completion import none of xarray, pandas, NumPy, SciPy,
 h5py, numba, torch or matplotlib (they come with the command that needs them; start-up times
-in bench/startup.py). A check of the module set in a fresh interpreter, not a timing."""
+in bench/startup.py); a one-point dry run imports neither the executors nor the progress
+bar. A check of the module set in a fresh interpreter, not a timing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -32,8 +34,10 @@ finally:
 """
 
 
-def _imported(body: str, env: dict[str, str] | None = None) -> tuple[list[str], str]:
-    code = PROBE.format(heavy=HEAVY, body="\n".join("    " + line for line in body.splitlines()))
+def _imported(body: str, env: dict[str, str] | None = None,
+              names: tuple[str, ...] = HEAVY) -> tuple[list[str], str]:
+    """Which of ``names`` running ``body`` in a fresh interpreter imports, and its stdout."""
+    code = PROBE.format(heavy=names, body="\n".join("    " + line for line in body.splitlines()))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
                           cwd=ROOT, timeout=120, check=False)
@@ -57,6 +61,22 @@ def test_completion_imports_no_numerical_library() -> None:
            "COMP_CWORD": "1"}
     modules, out = _imported("from richlazy_cli.cli.app import run\nrun([])", env)
     assert modules == [] and out.split() == ["sweep"]
+
+
+DRY_RUN_SKIPS = ("richlazy_cli.engine.executors", "richlazy_cli.engine.progress", "joblib",
+                 "rich")
+"""What a one-point dry run must not import: the executors (loky) and the progress bar (rich)
+are the run's alone. A dry run does import the numerical libraries: its estimate computes a
+probe and times its write (docs/estimates.md)."""
+
+
+def test_a_one_point_dry_run_imports_no_executor_or_progress_bar(tmp_path: Path) -> None:
+    argv = ["richlazy", "sweep", "solve", "single-neuron", "-g", "delta=1", "-p", "method=exact",
+            "-o", str(tmp_path / "x.h5"), "--dry-run"]
+    body = f"import sys\nsys.argv = {argv!r}\nfrom richlazy_cli.cli.app import main\nmain()"
+    modules, out = _imported(body, names=DRY_RUN_SKIPS)
+    assert "estimated time:" in out and not (tmp_path / "x.h5").exists(), out
+    assert modules == []
 
 
 def test_the_probe_sees_a_heavy_import() -> None:
