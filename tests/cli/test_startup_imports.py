@@ -1,8 +1,9 @@
 """The command line starts without the numerical libraries: importing its entry point, printing
 ``--version`` and answering a tab completion import none of xarray, pandas, NumPy, SciPy,
 h5py, numba, torch or matplotlib (they come with the command that needs them; start-up times
-in bench/startup.py); a one-point dry run imports neither the executors nor the progress
-bar. A check of the module set in a fresh interpreter, not a timing."""
+in bench/startup.py); a one-point dry run imports neither the executors nor the progress bar
+nor an integrator it does not use. A check of the module set in a fresh interpreter, not a
+timing."""
 
 from __future__ import annotations
 
@@ -64,13 +65,14 @@ def test_completion_imports_no_numerical_library() -> None:
 
 
 DRY_RUN_SKIPS = ("richlazy_cli.engine.executors", "richlazy_cli.engine.progress", "joblib",
-                 "rich")
-"""What a one-point dry run must not import: the executors (loky) and the progress bar (rich)
-are the run's alone. A dry run does import the numerical libraries: its estimate computes a
-probe and times its write (docs/estimates.md)."""
+                 "rich", "scipy.integrate", "scipy.optimize")
+"""What a one-point dry run of the exact single neuron must not import: the executors (loky)
+and the progress bar (rich) are the run's alone, and the exact method integrates nothing. A dry
+run does import the numerical libraries: its estimate computes a probe and times its write
+(docs/estimates.md)."""
 
 
-def test_a_one_point_dry_run_imports_no_executor_or_progress_bar(tmp_path: Path) -> None:
+def test_a_one_point_dry_run_imports_no_executor_or_unused_integrator(tmp_path: Path) -> None:
     argv = ["richlazy", "sweep", "solve", "single-neuron", "-g", "delta=1", "-p", "method=exact",
             "-o", str(tmp_path / "x.h5"), "--dry-run"]
     body = f"import sys\nsys.argv = {argv!r}\nfrom richlazy_cli.cli.app import main\nmain()"

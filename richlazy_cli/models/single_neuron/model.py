@@ -39,8 +39,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import xarray as xr
-from scipy.integrate import solve_ivp
-from scipy.optimize import least_squares
 
 from ...errors import BadInput
 from ...numerics.kernel_distance import kernel_distance as shared_kernel_distance
@@ -229,6 +227,8 @@ def numeric_trajectory(
     :math:`\sqrt{B(1+d)}`: every component then meets ``rtol``/``atol`` as if it were integrated
     alone. Returns ``a`` (B, T), ``w`` (B, T, d) at ``times``.
     """
+    from scipy.integrate import solve_ivp  # here: the exact method never imports SciPy
+
     a0 = np.asarray(a0, dtype=float)
     w0 = np.asarray(w0, dtype=float)
     B, d = w0.shape
@@ -281,6 +281,8 @@ def numeric_limit(
     Jacobian) until :math:`\|g\| = \|G\beta - c\| < ` ``grad_tol`` (a terminal event); returns
     NaNs if that does not happen before ``t_cap``.
     """
+    from scipy.integrate import solve_ivp
+
     w0 = np.asarray(w0, dtype=float)
     d = w0.size
 
@@ -360,6 +362,8 @@ def implicit_interpolant(
 
     Shapes: ``w0`` (B, d), the others (B,). Returns (B, d); NaN where ``sign_a_inf`` is 0 or NaN.
     """
+    from scipy.optimize import least_squares
+
     X = np.asarray(X, dtype=float)
     y = np.asarray(y, dtype=float)
     w0 = np.asarray(w0, dtype=float)
