@@ -58,6 +58,12 @@ def _quick_tests_start_no_process(request: pytest.FixtureRequest,
         return
     import multiprocessing.process
 
+    from richlazy_cli.engine.store import git_state
+
+    # the provenance's one `git rev-parse` per process (cached): asked here, before the guard,
+    # so that the first quick test to write a result does not depend on an earlier test's call
+    git_state()
+
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise StartedAProcess(f"{request.node.nodeid} started a process; mark it "
                               "pytest.mark.system (it is not a unit test)")
