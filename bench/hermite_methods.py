@@ -1,21 +1,26 @@
 """The hermite flow's integrators side by side: evaluations, wall time and accuracy.
 
-Run: ``python bench/hermite_methods.py --quick [--jobs 2]`` (the three short flows below,
-seeds 0, 1 and 2: twelve solves, a third of the time the references; ``--jobs`` solves that
-many at once, in worker processes).
+Run: ``python bench/hermite_methods.py --quick [--jobs 2] [--methods RK45,CVODE,RK45+CVODE]``
+(the three short flows below, seeds 0, 1 and 2: fifteen solves, a third of the time the
+references; ``--jobs`` solves that many at once, in worker processes; ``--methods`` the
+methods beside the reference, RK45 always among them).
 
 Each flow is ``solve hermite`` with d = 256, P = 128, k = 4, β = 0.8, σ0 = 0.01, m = 64,
 t_max = 7000, decades = 4, n_records = 100 and one seed, integrated by RK45 and DOP853
 (explicit), by CVODE (BDF with matrix-free Newton–GMRES on Hessian–vector products,
-docs/hermite.md, "Integrators"), each at the model's default tolerance for it, and by
+docs/hermite.md, "Integrators"), by RK45+CVODE (RK45 while its steps are set by accuracy,
+CVODE while they are set by stability), each at the model's default tolerance for it, and by
 LSODA/BDF only where ``m·d ≤ 4096`` (their dense Jacobian; not on these flows, where
 ``m·d = 16,384``). The reference is RK45 at rtol 1e-10.
 
 Columns: counted gradient evaluations (``nfev``) and Hessian–vector products (``njev``);
 ``priced``, the evaluations with a product priced at its measured cost relative to a
 gradient (and CVODE's right-hand side, which keeps what the product reuses, at its own
-measured cost, plus the set-up of one linearisation per evaluation, an upper bound; a dense
-Jacobian of BDF/LSODA at ``m·d`` products, its factorisation unpriced);
+measured cost, plus the set-up of one linearisation per evaluation, an upper bound;
+RK45+CVODE's evaluations, all by that right-hand side, at its cost and its counted
+linearisations ``nlin`` at theirs; a dense Jacobian of BDF/LSODA at ``m·d`` products, its
+factorisation unpriced); ``sw`` the hand-overs between RK45 and CVODE and ``t_stiff`` the
+time CVODE integrated;
 the ratio of RK45's priced evaluations to the method's; wall seconds and their ratio; and
 against the reference: the same set of recovered teachers, the largest relative error of a
 recovery time and of the loss at an output time, and ``ok`` when those are within 0.5% and
@@ -113,7 +118,7 @@ def accuracy(res: dict[str, np.ndarray], ref: dict[str, np.ndarray]
 def methods_for(values: dict[str, Any]) -> list[str]:
     from richlazy_cli.models.hermite.model import JACOBIAN_LIMIT
 
-    names = ["RK45", "DOP853", "CVODE"]
+    names = ["RK45", "DOP853", "CVODE", "RK45+CVODE"]
     if values["m"] * values["d"] <= JACOBIAN_LIMIT:
         names += ["LSODA", "BDF"]
     return names
@@ -123,11 +128,17 @@ def _run(task: tuple[str, dict[str, Any]]) -> tuple[dict[str, np.ndarray], float
     """One solve in a worker: the arrays the table reads, its wall seconds and its rtol."""
     _, values = task
     res, wall, rtol = solve(values)
-    return ({k: res[k].values for k in ("nfev", "njev", "t_recover", "loss")}, wall, rtol)
+    keys = ("nfev", "njev", "t_recover", "loss", "switches", "nlin", "t_stiff")
+    return ({k: res[k].values for k in keys if k in res}, wall, rtol)
 
 
-def bench(flows: list[tuple[str, dict[str, Any]]], jobs: int = 1) -> None:
-    """Print the table for ``flows`` (name, values), solving ``jobs`` flows at a time."""
+def bench(flows: list[tuple[str, dict[str, Any]]], jobs: int = 1,
+          only: list[str] | None = None) -> None:
+    """Print the table for ``flows`` (name, values), solving ``jobs`` flows at a time, with
+    the methods ``only`` (all of :func:`methods_for` when None)."""
+    def chosen(values: dict[str, Any]) -> list[str]:
+        return [m for m in methods_for(values) if only is None or m in only or m == "RK45"]
+
     from concurrent.futures import ProcessPoolExecutor
 
     print(load(), flush=True)
@@ -139,12 +150,12 @@ def bench(flows: list[tuple[str, dict[str, Any]]], jobs: int = 1) -> None:
     for name, values in flows:
         tasks.append((f"{name}|reference", {**values, "method": "RK45", "rtol": REFERENCE_RTOL}))
         tasks += [(f"{name}|{method}", {**values, "method": method})
-                  for method in methods_for(values)]
+                  for method in chosen(values)]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         done = dict(zip((key for key, _ in tasks), pool.map(_run, tasks), strict=True))
-    header = (f"{'flow':<14}{'method':<8}{'rtol':>7}{'nfev':>8}{'njev':>8}{'priced':>9}"
+    header = (f"{'flow':<14}{'method':<11}{'rtol':>7}{'nfev':>8}{'njev':>8}{'priced':>9}"
               f"{'×RK45':>7}{'wall s':>8}{'×RK45':>7}{'rec':>5}{'same':>6}{'t_rec err':>11}"
-              f"{'loss err':>10}{'ok':>4}")
+              f"{'loss err':>10}{'ok':>4}{'sw':>4}{'t_stiff':>9}")
     for name, values in flows:
         ref, ref_wall, _ = done[f"{name}|reference"]
         print(f"{name}: reference RK45 at rtol {REFERENCE_RTOL:g}: nfev "
@@ -152,20 +163,25 @@ def bench(flows: list[tuple[str, dict[str, Any]]], jobs: int = 1) -> None:
         print(header)
         rk = done[f"{name}|RK45"]
         rk_priced, rk_wall = float(rk[0]["nfev"][0]), rk[1]
-        for method in methods_for(values):
+        for method in chosen(values):
             res, wall, rtol = done[f"{name}|{method}"]
             nfev, njev = int(res["nfev"][0]), int(res["njev"][0])
             priced = float(nfev)
-            if method == "CVODE":
+            switched = ""
+            if method == "RK45+CVODE":
+                priced = (price["rhs"] * nfev + price["setup"] * int(res["nlin"][0])
+                          + price["jv"] * njev)
+                switched = f"{int(res['switches'][0]):>4}{float(res['t_stiff'][0]):>9.0f}"
+            elif method == "CVODE":
                 priced = (price["rhs"] + price["setup"]) * nfev + price["jv"] * njev
             elif method in ("BDF", "LSODA"):  # a dense Jacobian: m·d products (its LU unpriced)
                 priced += price["jv"] * njev * values["m"] * values["d"]
             same, t_err, loss_err, rec = accuracy(res, ref)
             ok = same and t_err <= T_REC_TOL and loss_err <= LOSS_TOL
-            print(f"{name:<14}{method:<8}{rtol:>7.0e}{nfev:>8}{njev:>8}{priced:>9.0f}"
+            print(f"{name:<14}{method:<11}{rtol:>7.0e}{nfev:>8}{njev:>8}{priced:>9.0f}"
                   f"{rk_priced / priced:>7.2f}{wall:>8.1f}{rk_wall / wall:>7.2f}{rec:>5}"
                   f"{'yes' if same else 'NO':>6}{t_err:>11.1e}{loss_err:>10.1e}"
-                  f"{'yes' if ok else 'NO':>4}", flush=True)
+                  f"{'yes' if ok else 'NO':>4}{switched}", flush=True)
     print(load())
 
 
@@ -174,13 +190,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="the three short flows (seeds 0, 1, 2); the only mode so far")
     parser.add_argument("--seeds", default="0,1,2", help="seeds of the short flow")
+    parser.add_argument("--methods", default=None,
+                        help="comma-separated methods beside the reference (default: all)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="solves at a time (worker processes); wall times then share cores")
     args = parser.parse_args()
     if not args.quick:
         parser.error("only --quick is implemented (the short flows)")
     seeds = [int(s) for s in args.seeds.split(",")]
-    bench([(f"short seed {s}", {**SHORT, "seed": s}) for s in seeds], args.jobs)
+    only = None if args.methods is None else args.methods.split(",")
+    bench([(f"short seed {s}", {**SHORT, "seed": s}) for s in seeds], args.jobs, only)
 
 
 if __name__ == "__main__":

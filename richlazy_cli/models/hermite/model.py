@@ -90,7 +90,9 @@ from ...errors import BadInput, Status
 from ...numerics import compute
 from ...numerics.compute import Implementation
 from ...numerics.records import record_grid
+from ...numerics.solvers import switching
 from ...numerics.solvers.krylov import STEPPERS as KRYLOV_STEPPERS
+from ...numerics.solvers.switching import SwitchingRK45CVODE
 from ...params import Param
 from ..base import Batch, Model, Progress, register, rng, var
 from . import _sgd
@@ -463,6 +465,17 @@ def evaluation_work(m: int, d: int) -> float:
     return float(m) * m * d + EVALUATION_PER_COORDINATE * m * d + EVALUATION_FIXED
 
 
+def _flow_end(values: Mapping[str, Any], times: np.ndarray, a: np.ndarray) -> float:
+    """Where a flow ends (:func:`expected_evaluations`): ``t_max``, or with ``early_stop``
+    :data:`SETTLE_AFTER_GREEDY` times the greedy theory's last recovery time ``times`` when
+    every teacher of positive weight ``a`` has two neurons to compete for it."""
+    t_max = float(values["t_max"])
+    if (values.get("early_stop") and np.any(np.isfinite(times))
+            and int(values["m"]) >= 2 * int(np.count_nonzero(a > 0))):
+        return min(t_max, SETTLE_AFTER_GREEDY * float(np.nanmax(times)))
+    return t_max
+
+
 def expected_evaluations(values: Mapping[str, Any]) -> float:
     """The gradient evaluations of a ``solve`` configuration's explicit integrator (RK45,
     DOP853): the step-count model of docs/estimates.md ("The solver's step count").
@@ -488,11 +501,8 @@ def expected_evaluations(values: Mapping[str, Any]) -> float:
     if greedy is None:
         return search + 7.0 * t_max
     times, a = greedy
-    t_end = t_max
+    t_end = _flow_end(values, times, a)
     learnable = np.isfinite(times)
-    if (values.get("early_stop") and np.any(learnable)
-            and int(values["m"]) >= 2 * int(np.count_nonzero(a > 0))):
-        t_end = min(t_max, SETTLE_AFTER_GREEDY * float(np.nanmax(times)))
     learned = learnable & (times <= t_end)
     c = hermite_coeffs(values["k"], values.get("sigma_coeffs"))
     strength = float(np.sum(c[1:] ** 2))
@@ -531,6 +541,52 @@ def expected_cvode_evaluations(values: Mapping[str, Any]) -> float:
     return (1.0 + CVODE_PRODUCTS_PER_EVALUATION * JVP_COST) * nfev
 
 
+def expected_switched_evaluations(values: Mapping[str, Any]) -> float:
+    """RK45+CVODE's work on a ``solve`` configuration in gradient evaluations, a product
+    priced at :data:`JVP_COST`: RK45's (:func:`expected_evaluations`) up to the hand-over
+    and CVODE's (:func:`expected_cvode_evaluations`'s form, at CVODE's tolerance, a tenth of
+    ``rtol``) after it.
+
+    RK45 hands over once its steps have been held at the stability edge for two windows of
+    the stiffness test, ``τ = 2 · 20 · 3.0/λ`` time units (``λ`` the stiffest rate of
+    :func:`expected_evaluations`): at ``t_s = t_i + τ``, ``t_i`` the first of the greedy
+    theory's recovery times (sorted) followed by a gap longer than ``τ``. RK45's part is its
+    own model over ``[0, t_s]`` plus the test's products (5 per 20 steps of 7 evaluations);
+    CVODE's is ``(1 + 1.2 · 0.8) (1500 + 65 n) (1e-8/(rtol/10))^{1/5}`` with ``n`` the
+    teachers the greedy theory recovers after ``t_s``. On the short flows of
+    bench/hermite_methods.py (d = 256, P = 128, m = 64, t_max = 7000) the hand-over comes at
+    t ≈ 390–410 by this rule (measured 387 and 460 on seeds 1 and 0), and the model gives
+    6,800–7,000 evaluations against the measured 6,755 (seed 0) and 11,776 (seed 1, whose
+    late escapes at t ≈ 1,750, 4,360 and 6,040–6,110 the greedy theory does not foresee),
+    ``nfev + 0.8 njev``."""
+    greedy = _greedy_times(values)
+    stiff_rtol = STIFF_TOLERANCE * float(values.get("rtol") or DEFAULT_RTOL[SWITCHED])
+    cvode = {**values, "rtol": stiff_rtol}
+    if greedy is None:
+        return expected_cvode_evaluations(cvode)
+    times, a = greedy
+    t_end = _flow_end(values, times, a)
+    learned = np.isfinite(times) & (times <= t_end)
+    explicit = {**values, "method": "RK45", "early_stop": False}
+    test = 1.0 + switching.POWER_ITERATIONS * JVP_COST / (
+        switching.CHECK_EVERY * switching.RK45_EVALUATIONS_PER_STEP)
+    if not np.any(learned):  # never stiff: RK45 throughout
+        return test * expected_evaluations({**explicit, "t_max": t_end})
+    c = hermite_coeffs(values["k"], values.get("sigma_coeffs"))
+    lam = 4.0 * float(np.max(a[learned])) * float(np.sum(c[1:] ** 2))
+    tau = switching.STIFF_CHECKS * switching.CHECK_EVERY * switching.STIFF_EDGE / lam
+    order = np.sort(times[learned])
+    gaps = np.flatnonzero(np.diff(order) > tau)
+    t_switch = min(t_end, float(order[gaps[0] if gaps.size else -1]) + tau)
+    cost = test * expected_evaluations({**explicit, "t_max": t_switch})
+    if t_switch < t_end:
+        late = int(np.count_nonzero(order > t_switch))
+        scale = (1e-8 / stiff_rtol) ** 0.2
+        cost += ((1.0 + CVODE_PRODUCTS_PER_EVALUATION * JVP_COST)
+                 * (CVODE_FIXED + CVODE_PER_TEACHER * late) * scale)
+    return cost
+
+
 def log_steps(steps: int, n: int) -> np.ndarray:
     """0 followed by up to ``n`` distinct log-spaced integer steps from 1 to ``steps``."""
     return record_grid(int(steps), n)
@@ -543,14 +599,22 @@ _SOLVERS: dict[str, type[OdeSolver]] = {"RK45": RK45, "DOP853": DOP853, "BDF": B
                                         "LSODA": LSODA}
 STIFF_METHODS = ("BDF", "LSODA")
 """The methods that build the dense Jacobian (:data:`JACOBIAN_LIMIT`)."""
-KRYLOV_METHODS = tuple(KRYLOV_STEPPERS)
-"""The matrix-free stiff methods (:mod:`richlazy_cli.numerics.solvers.krylov`): ``CVODE``."""
+SWITCHED = "RK45+CVODE"
+"""RK45 while its steps are set by accuracy, CVODE while they are set by stability
+(:mod:`richlazy_cli.numerics.solvers.switching`)."""
+KRYLOV_METHODS = (*KRYLOV_STEPPERS, SWITCHED)
+"""The methods with a matrix-free stiff solve (:mod:`richlazy_cli.numerics.solvers.krylov`):
+``CVODE`` and ``RK45+CVODE``; they need scikit-sundae."""
 DEFAULT_RTOL: dict[str, float] = {"RK45": 1e-7, "DOP853": 1e-7, "BDF": 1e-7, "LSODA": 1e-7,
-                                  "CVODE": 1e-8}
+                                  "CVODE": 1e-8, SWITCHED: 1e-7}
 """``rtol`` when not given, by method. CVODE's 1e-8 is measured (bench/hermite_methods.py)
 against RK45 at 1e-10 on d = 256, P = 128, m = 64, β = 0.8, σ0 = 0.01, t_max = 7000,
 seeds 0–2: recovery times within 0.13%, the loss at every output time within 8·10⁻⁴
-relative, the same teachers recovered; at 1e-7 a late escape's loss misses by 3.6·10⁻³."""
+relative, the same teachers recovered; at 1e-7 a late escape's loss misses by 3.6·10⁻³.
+``RK45+CVODE``'s ``rtol`` is its RK45's; its CVODE runs at :data:`STIFF_TOLERANCE` times
+``rtol`` and ``atol``, so that each part keeps its own method's default accuracy."""
+STIFF_TOLERANCE = DEFAULT_RTOL["CVODE"] / DEFAULT_RTOL["RK45"]
+"""CVODE's tolerances in ``RK45+CVODE``, relative to RK45's (0.1)."""
 
 
 def _integrate_flow(problem: HermiteFlowProblem) -> dict[str, np.ndarray]:
@@ -640,7 +704,12 @@ def _integrate_one(problem: HermiteFlowProblem, b: int, out: dict[str, np.ndarra
 
     ops = FlowOperators(m, d, a, c, problem.r_floor)
     solver: Any
-    if method in KRYLOV_STEPPERS:
+    if method == SWITCHED:
+        solver = SwitchingRK45CVODE(ops.rhs, ops.linearise, 0.0, V0.ravel(), times[-1],
+                                    problem.rtol, float(problem.atol[b]),
+                                    STIFF_TOLERANCE * problem.rtol,
+                                    STIFF_TOLERANCE * float(problem.atol[b]))
+    elif method in KRYLOV_STEPPERS:
         solver = KRYLOV_STEPPERS[method](ops.rhs, ops.linearise, 0.0, V0.ravel(), times[-1],
                                          problem.rtol, float(problem.atol[b]))
     else:
@@ -690,6 +759,11 @@ def _integrate_one(problem: HermiteFlowProblem, b: int, out: dict[str, np.ndarra
                     break
     out["status"][b], out["nfev"][b] = status, solver.nfev + extra + ops.extra
     out["njev"][b], out["t_stop"][b] = getattr(solver, "njev", 0), solver.t
+    if isinstance(solver, SwitchingRK45CVODE):
+        B = problem.size
+        out.setdefault("switches", np.zeros(B, np.int64))[b] = solver.switches
+        out.setdefault("nlin", np.zeros(B, np.int64))[b] = solver.nlin
+        out.setdefault("t_stiff", np.zeros(B))[b] = solver.stiff_time
 
 
 def minibatch_grad(V: np.ndarray, x: np.ndarray, fstar: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -761,10 +835,13 @@ class Hermite(Model):
         Param("decades", "float", 4.0, "solve: output times span this many decades below "
               "t_max", low=0.5, high=12.0),
         Param("rtol", "float", None, "solve: relative tolerance of the adaptive integrator "
-              "(default 1e-7; CVODE 1e-8)", low=1e-13, high=1e-2, optional=True),
+              "(default 1e-7; CVODE 1e-8; RK45+CVODE 1e-7, its CVODE at a tenth)", low=1e-13,
+              high=1e-2, optional=True),
         Param("method", "str", "RK45", "solve: integrator (RK45, DOP853 explicit; BDF, LSODA "
               "stiff, with the analytic Jacobian, for m·d ≤ 4096; CVODE stiff, matrix-free, "
-              "needs scikit-sundae)", choices=("RK45", "DOP853", "BDF", "LSODA", "CVODE")),
+              "needs scikit-sundae; RK45+CVODE switches from one to the other where the "
+              "flow turns stiff)",
+              choices=("RK45", "DOP853", "BDF", "LSODA", "CVODE", SWITCHED)),
         Param("early_stop", "bool", False, "solve: stop once every learnable teacher is "
               "recovered and the loss has settled; later output times hold that state"),
         Param("lr", "float", None, "train: online-SGD step (default 0.1/d²); time = lr × step",
@@ -875,7 +952,8 @@ class Hermite(Model):
         """Flops-like estimate of ``action`` (which :meth:`Model.footprint` passes to a cost
         that declares it). solve: gradient evaluations of
         :func:`evaluation_work` each, the integrator's evaluations
-        (:func:`expected_evaluations`; CVODE :func:`expected_cvode_evaluations`; the implicit
+        (:func:`expected_evaluations`; CVODE :func:`expected_cvode_evaluations`; RK45+CVODE
+        :func:`expected_switched_evaluations`; the implicit
         BDF/LSODA ~7 per unit of GF time) and one
         per output time (its loss and overlaps); train: O(batch·m·d) per SGD step
         (:func:`expected_steps`), :data:`SGD_WORK_PER_SAMPLE` of the implementation that
@@ -884,6 +962,8 @@ class Hermite(Model):
         if action == "solve":
             if values.get("method", "RK45") in STABILITY_INTERVAL:
                 evaluations = expected_evaluations(values)
+            elif values.get("method") == SWITCHED:
+                evaluations = expected_switched_evaluations(values)
             elif values.get("method") in KRYLOV_METHODS:
                 evaluations = expected_cvode_evaluations(values)
             else:
@@ -1054,11 +1134,18 @@ class Hermite(Model):
         coord = var(("time",), times, "gradient-flow time t", "time")
         extra = {"nfev": var(("point",), res["nfev"], "right-hand-side (gradient) evaluations"),
                  "njev": var(("point",), res["njev"], "Jacobian evaluations (BDF, LSODA); "
-                             "Hessian-vector products (CVODE)"),
+                             "Hessian-vector products (CVODE, RK45+CVODE)"),
                  "t_stop": var(("point",), res["t_stop"], "time at which the integration ended "
                                "(t_max unless early_stop or divergence); later output times "
                                "hold the state there", "time"),
                  **self._winner_vars(res["winner"], w_th, U0)}
+        if "switches" in res:  # RK45+CVODE
+            extra["switches"] = var(("point",), res["switches"], "hand-overs between RK45 and "
+                                    "CVODE")
+            extra["nlin"] = var(("point",), res["nlin"], "linearisations (set-ups of the "
+                                "Hessian-vector product)")
+            extra["t_stiff"] = var(("point",), res["t_stiff"], "time integrated by CVODE",
+                                   "time")
         return self._dataset(batch, "time", coord, res["loss"], res["overlap"], res["norm"],
                              res["t_recover"], t_th, loss_th, res["status"], res.get("V"),
                              extra)

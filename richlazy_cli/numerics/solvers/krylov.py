@@ -66,11 +66,12 @@ class CVODEKrylov:
     CVODE's local error test is scipy's: the weighted RMS norm with weights
     ``1 / (rtol |y_i| + atol)`` at most 1. The dense output is CVODE's own interpolating
     polynomial of the last step (its ``CVodeGetDky``), valid on ``[t_old, t]``.
+    ``first_step`` is the size of the first step (0: CVODE's own estimate).
     """
 
     def __init__(self, fun: Fun, linearise: Linearise | None, t0: float, y0: np.ndarray,
                  t_bound: float, rtol: float, atol: float, max_order: int = 5,
-                 krylov_dim: int = KRYLOV_DIM) -> None:
+                 krylov_dim: int = KRYLOV_DIM, first_step: float = 0.0) -> None:
         from sksundae.cvode import CVODE, CVODEJacTimes
 
         self.fun, self.linearise = fun, linearise
@@ -91,7 +92,8 @@ class CVODEKrylov:
 
         options: dict[str, Any] = {"method": "BDF", "rtol": rtol, "atol": atol,
                                    "linsolver": "gmres", "krylov_dim": krylov_dim,
-                                   "max_order": max_order, "max_num_steps": 1_000_000}
+                                   "max_order": max_order, "max_num_steps": 1_000_000,
+                                   "first_step": float(first_step)}
         if linearise is not None:
             def setup(t: float, y: np.ndarray, yp: np.ndarray) -> None:
                 self.nlin += 1

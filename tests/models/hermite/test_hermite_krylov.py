@@ -4,6 +4,8 @@ at a tight tolerance."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -109,6 +111,66 @@ def test_the_dry_run_prices_cvode_by_its_own_model() -> None:
     assert 0 < n <= 8
     expected = 1.96 * (1500.0 + 65.0 * n) * 10.0 ** -0.2
     assert hermite_model.expected_cvode_evaluations(values) == pytest.approx(expected, rel=1e-12)
+    cost = Hermite.footprint("solve", values).cost
+    assert cost == pytest.approx((expected + 11) * hermite_model.evaluation_work(8, 64) * 1e-9,
+                                 rel=1e-12)
+
+
+def test_rk45_cvode_follows_rk45_switches_on_the_plateau_and_repeats_itself() -> None:
+    """RK45+CVODE at its default tolerance against RK45 at rtol 1e-8 on a flow that learns
+    three of its four teachers by t = 11 and then sits on its plateau, where RK45's step
+    creeps up to its stability edge 3.3/ρ (ρ = 3.15) by t ≈ 260: the same teachers recovered,
+    the recovery times within 0.5% and the loss at every output time within 1e-3; one
+    hand-over to CVODE, which then integrates the rest of the horizon; and the same seed gives
+    the same result bitwise (its cost: tests/numerics/test_solvers_switching.py and
+    bench/hermite_methods.py)."""
+    pytest.importorskip("sksundae")
+    base = {"d": 16, "P": 4, "m": 6, "k": 4, "beta": 0.8, "sigma0": 0.05, "t_max": 350.0,
+            "decades": 3.0, "n_records": 30, "seed": 0}
+
+    def run(**extra: object) -> object:
+        values = Hermite.resolve("solve", {**base, **extra})
+        return Hermite().solve(Batch.from_points(Hermite, [values]))
+
+    ref = run(method="RK45", rtol=1e-8)
+    new = run(method="RK45+CVODE")
+    t_ref, t_new = ref["t_recover"].values[0], new["t_recover"].values[0]
+    assert np.count_nonzero(np.isfinite(t_ref)) == 3
+    np.testing.assert_array_equal(np.isfinite(t_new), np.isfinite(t_ref))
+    np.testing.assert_allclose(t_new, t_ref, rtol=5e-3)
+    np.testing.assert_allclose(new["loss"].values[0], ref["loss"].values[0], rtol=1e-3)
+    assert new["status"].values[0] == 0
+    assert new["switches"].values[0] == 1
+    assert 50.0 < new["t_stiff"].values[0] < 350.0 - 200.0
+    assert new["njev"].values[0] > 0 and new["nlin"].values[0] > 0
+    assert "switches" not in ref
+    again = run(method="RK45+CVODE")
+    for name, item in new.data_vars.items():
+        if name != "elapsed":
+            np.testing.assert_array_equal(again[name].values, item.values, err_msg=str(name))
+
+
+def test_the_dry_run_prices_rk45_cvode_as_rk45_up_to_the_hand_over_then_cvode() -> None:
+    """RK45's model up to ``t_s = t_i + τ`` (``τ = 2·20·3.0/λ``, ``λ = 4 max a`` for h4,
+    ``t_i`` the first greedy recovery time followed by a gap longer than ``τ``), with the
+    stiffness test's products (5 at 0.8 per 140 evaluations), then CVODE's
+    ``1.96 (1500 + 65 n)`` at rtol 1e-8 for the ``n`` teachers recovered after ``t_s``."""
+    values = Hermite.resolve("solve", {"d": 64, "P": 16, "m": 8, "t_max": 500.0, "beta": 1.5,
+                                       "method": "RK45+CVODE", "n_records": 10})
+    assert values["rtol"] == 1e-7
+    U0 = hermite_model.initial_directions(0, 8, 64)
+    a = teacher_weights(16, 1.5)
+    greedy = hermite_model.greedy_pairs(U0[:, :16], a, H4)[0]
+    learned = np.isfinite(greedy) & (greedy <= 500.0)
+    times = np.sort(greedy[learned])
+    tau = 2 * 20 * 3.0 / (4.0 * a[learned].max())
+    t_s = next((t for t, nxt in itertools.pairwise(times) if nxt - t > tau), times[-1]) + tau
+    late = int(np.count_nonzero(times > t_s))
+    assert 0 < t_s < 500.0 and late > 0  # both parts priced
+    rk45 = hermite_model.expected_evaluations({**values, "method": "RK45", "t_max": t_s})
+    expected = (1 + 5 * 0.8 / 140) * rk45 + 1.96 * (1500.0 + 65.0 * late)
+    got = hermite_model.expected_switched_evaluations(values)
+    assert got == pytest.approx(expected, rel=1e-12)
     cost = Hermite.footprint("solve", values).cost
     assert cost == pytest.approx((expected + 11) * hermite_model.evaluation_work(8, 64) * 1e-9,
                                  rel=1e-12)
