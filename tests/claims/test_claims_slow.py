@@ -82,33 +82,66 @@ def test_rhm_upstream_sample_complexity_from_ten_seeds(tmp_path: Path) -> None:
     assert int(np.sum(acc[1] > acc[0])) >= 18, acc
 
 
-def test_grokking_tau_axis_on_the_reduced_protocol(tmp_path: Path) -> None:
-    """Fig. 12's τ axis on the CPU-sized protocol (jobs/grokking-tau-reduced.toml: p = 23,
-    d_model = 64, lr 1e-3/τ², τ = 0.5 and 1.5 at α = 1 and 10, seed 0; 1199 s with --jobs 1
-    at load average 8-10). Measured steps to 99% validation accuracy (τ = 1 from
-    jobs/grokking-reduced.toml, seed 0: 6350 at α = 1, 2550 at α = 10):
+def test_grokking_tau_axis_over_five_seeds(tmp_path: Path) -> None:
+    """Fig. 12's τ axis on the CPU-sized protocol over five seeds: jobs/grokking-tau-reduced.toml
+    (p = 23, d_model = 64, AdamW lr 1e-3/τ², budget 10,000 steps, early stop) with
+    -g tau=0.5,1,1.5 -g alpha=1,10 -g "seed=range(5)": 30 runs, 23 CPU-min (32 min with
+    --jobs 2 at nice 5 beside other work). Measured steps to 99% validation accuracy
+    (censored at the budget counted as 10,000), seeds 0-4:
 
-    * τ = 0.5: α = 1 at 1500 (the fastest of the six cells); α = 10 never within 10,000
-      steps: validation accuracy reaches 0.78 by step 900 and then hovers at 0.6-0.94 while
-      the training accuracy spikes down to 0.85 (the step lr/τ² = 4e-3 is unstable there);
-    * τ = 1.5: α = 1 never (0.47 at 10,000 steps); α = 10 at 4000.
+    * τ = 0.5: α = 1: 1300, 1950, 1450, 1500, 1450; α = 10: censored, 600, 700, 950, 600;
+    * τ = 1  : α = 1: 6350, 6900, 4250, 4450, 6750; α = 10: 2400, 1650, 2750, 1850, 3050;
+    * τ = 1.5: α = 1: censored ×3, 8250, 9500;      α = 10: 4200, 3000, 3150, 3750, 3450.
 
-    Asserted as measured, because the paper's "fastest in an unbalanced rich cell (α ≥ 3)"
-    does not hold on this grid at seed 0 (docs/claims.md §11): the α = 10 cell at τ = 1.5 is
-    faster than α = 1 (censored counted as the budget), but at τ = 0.5 α = 1 groks within
-    2000 steps and α = 10 is censored. One seed: a verdict about this protocol only."""
+    The ratio α = 10 / α = 1, geometric mean [95% bootstrap over the seeds]: 0.79 [0.38, 2.54]
+    at τ = 0.5 (seed 0's α = 10 run does not settle: the step lr/τ² = 4e-3), 0.41 [0.30, 0.53]
+    at τ = 1, 0.37 [0.32, 0.42] at τ = 1.5. The fastest of the six cells is (τ = 0.5, α = 10)
+    in seeds 1-4 and (τ = 0.5, α = 1) in seed 0; by the median over the seeds (τ = 0.5, α = 10)
+    at 700 against 1450 for the next.
+
+    Asserted (margins frozen from this five-seed run): at τ = 1 and 1.5 α = 10 groks first in
+    every seed and the interval of the ratio lies below 0.7; the fastest cell by the median is
+    (τ = 0.5, α = 10), at most 0.75 of the next cell's median (0.48), and it is the fastest in
+    at least 3 of the 5 seeds (4); seed 0 keeps its facts (the flip: α = 1 at τ = 0.5 within
+    2000 steps, α = 10 censored). Verdict (docs/claims.md §11): the paper's "fastest grokking
+    in an unbalanced rich setting" holds over five seeds on this protocol; seed 0 is the
+    exception, and its cause is the 4× step of small τ
+    (test_grokking_tau_axis_cause_the_step_of_small_tau)."""
     pytest.importorskip("torch")
     out = tmp_path / "tau.h5"
-    res = run_process("sweep", "-c", ROOT / "jobs" / "grokking-tau-reduced.toml", "-o", out,
-                      "--jobs", "2", "-q", timeout=7200)
+    res = run_process("sweep", "-c", ROOT / "jobs" / "grokking-tau-reduced.toml",
+                      "-g", "tau=0.5,1,1.5", "-g", "alpha=1,10", "-g", "seed=range(5)",
+                      "-o", out, "--jobs", "2", "-q", timeout=7200)
     assert res.code == 0, res.err
+    check_grokking_tau_axis(out)
+
+
+def check_grokking_tau_axis(out: Path) -> None:
+    """The assertions of :func:`test_grokking_tau_axis_over_five_seeds` on its result."""
     with xr.open_dataset(out, engine="h5netcdf") as ds:
         assert int(ds.status.values.max()) == 0
-        val = ds.steps_to_val.isel(seed=0).fillna(10_000.0)
-        cens = ds.censored_val.isel(seed=0)
-        assert float(val.sel(tau=1.5, alpha=10.0)) <= 0.7 * float(val.sel(tau=1.5, alpha=1.0))
-        assert float(val.sel(tau=0.5, alpha=1.0)) <= 2000
-        assert int(cens.sel(tau=0.5, alpha=10.0)) == 1
+        steps = ds.steps_to_val.fillna(10_000.0).transpose("tau", "alpha", "seed")
+        cens = ds.censored_val.transpose("tau", "alpha", "seed")
+        taus, alphas = steps.tau.values.tolist(), steps.alpha.values.tolist()
+        v = steps.values
+        c = cens.values
+    print("steps to 99% validation accuracy [tau, alpha, seed]:", v.tolist())
+    i10, i1 = alphas.index(10.0), alphas.index(1.0)
+    for tau in (1.0, 1.5):
+        t = taus.index(tau)
+        assert np.all(v[t, i10] < v[t, i1]), (tau, v[t])
+        _, _, hi = _bootstrap_mean(np.log(v[t, i10] / v[t, i1]))
+        assert np.exp(hi) < 0.7, (tau, np.exp(hi))
+    median = np.median(v, axis=2)
+    order = np.argsort(median, axis=None)
+    first = np.unravel_index(order[0], median.shape)
+    second = np.unravel_index(order[1], median.shape)
+    assert (taus[first[0]], alphas[first[1]]) == (0.5, 10.0), median
+    assert median[first] <= 0.75 * median[second], median
+    fastest = [np.unravel_index(np.argmin(v[:, :, s]), v.shape[:2]) for s in range(v.shape[2])]
+    assert sum(cell == first for cell in fastest) >= 3, fastest
+    t05 = taus.index(0.5)
+    assert v[t05, i1, 0] <= 2000 and int(c[t05, i10, 0]) == 1, v[t05, :, 0]
 
 
 def test_cnn_downstream_kernel_moves_less_from_ten_seeds(tmp_path: Path) -> None:
@@ -297,9 +330,10 @@ def test_budget_tuned_envelope_follows_the_law_at_p_32() -> None:
 
 
 def test_grokking_tau_half_at_seed_1_has_no_flip(tmp_path: Path) -> None:
-    """The τ = 0.5 column of the two tests above at seed 1 (jobs/grokking-tau-reduced.toml
-    with -g tau=0.5 -g seed=1: 92 s and 24 s; jobs/grokking-tau-stable-step.toml with
-    -g seed=1: 280 s and 76 s for α = 1 and 10, --jobs 1 at nice 19, load average 3-6;
+    """The τ = 0.5 column of the five-seed and the held-step tests at seed 1
+    (jobs/grokking-tau-reduced.toml with -g tau=0.5 -g seed=1: 92 s and 24 s;
+    jobs/grokking-tau-stable-step.toml with -g seed=1: 280 s and 76 s for α = 1 and 10,
+    --jobs 1 at nice 19, load average 3-6;
     669 s as this test with --jobs 2 at nice 19, load average 4-6).
     Measured steps to 99% validation accuracy:
 
@@ -309,8 +343,8 @@ def test_grokking_tau_half_at_seed_1_has_no_flip(tmp_path: Path) -> None:
     So at seed 1 there is no flip to explain: α = 10 groks first on either step, and with the
     step held α = 1 does grok within the budget (seed 0: censored). Asserted: in both
     conventions both cells grok and α = 10 needs ≤ 0.5 of α = 1's steps (0.33 and 0.28).
-    Verdict (docs/claims.md §11): the τ = 0.5 flip of seed 0 is not seen at seed 1, so the
-    "does not hold on this protocol" verdict rests on one seed of two."""
+    Verdict (docs/claims.md §11): the τ = 0.5 flip of seed 0 is not seen at seed 1 (nor at
+    seeds 2-4: test_grokking_tau_axis_over_five_seeds)."""
     pytest.importorskip("torch")
     val = {}
     for name, extra in (("paper", ["-g", "tau=0.5"]), ("held", [])):
