@@ -374,6 +374,35 @@ def _overlap_stats(V: np.ndarray, P: int) -> tuple[np.ndarray, np.ndarray]:
     return cos2[best, np.arange(P)], r2[best]
 
 
+def reduced_basis(U0: np.ndarray, P: int) -> np.ndarray:
+    """An orthonormal basis ``Q`` (d, r) of ``span(e_1 … e_P) + rowspace(U0)``, its first
+    ``P`` columns ``e_1 … e_P`` (docs/hermite.md, "The reduced state").
+
+    The gradient (5) of each neuron is a combination of the neurons' directions ``v̄_l`` and
+    the teachers' ``e_p``, so the rows of ``V(t)`` stay in that span; with ``W = V Q`` the flow
+    of ``W`` is the same flow in ``r`` coordinates (``G = Ū Ūᵀ``, the norms and the overlaps
+    ``⟨v̄_k, e_p⟩``, the first ``P`` coordinates, are unchanged), and ``V = W Qᵀ``. The other
+    columns span the rows of ``U0`` outside the teachers' coordinates (an SVD, directions
+    below ``1e-12`` of the largest singular value dropped)."""
+    d = U0.shape[1]
+    rest = U0[:, P:]
+    _, sv, vt = np.linalg.svd(rest, full_matrices=False)
+    keep = vt[sv > 1e-12 * max(float(sv[0]) if sv.size else 0.0, 1e-300)]
+    Q = np.zeros((d, P + keep.shape[0]))
+    Q[:P, :P] = np.eye(P)
+    Q[P:, P:] = keep.T
+    return Q
+
+
+def reduced_size(values: Mapping[str, Any]) -> int:
+    """The coordinates a ``solve`` integrates: ``P + m`` with ``reduce = "auto"`` where that
+    is below ``d`` (:func:`reduced_basis`), else ``d``."""
+    d, P, m = int(values["d"]), int(values["P"]), int(values["m"])
+    if values.get("reduce", "off") == "auto" and P + m < d:
+        return P + m
+    return d
+
+
 def log_times(t_max: float, n: int, decades: float = 4.0) -> np.ndarray:
     """0 followed by ``n`` log-spaced times over the ``decades`` decades up to ``t_max``."""
     return record_grid(float(t_max), n, first=t_max * 10.0**-decades)
@@ -842,6 +871,10 @@ class Hermite(Model):
               "needs scikit-sundae; RK45+CVODE switches from one to the other where the "
               "flow turns stiff)",
               choices=("RK45", "DOP853", "BDF", "LSODA", "CVODE", SWITCHED)),
+        Param("reduce", "str", "off", "solve: auto integrates in an orthonormal basis of "
+              "span(e_1…e_P) + rowspace(V(0)) where P + m < d (the flow stays there; outputs "
+              "in the original coordinates); off integrates all d coordinates",
+              choices=("off", "auto")),
         Param("early_stop", "bool", False, "solve: stop once every learnable teacher is "
               "recovered and the loss has settled; later output times hold that state"),
         Param("lr", "float", None, "train: online-SGD step (default 0.1/d²); time = lr × step",
@@ -918,6 +951,8 @@ class Hermite(Model):
         if action == "solve" and values["stop_on_recovery"]:
             raise BadInput("parameter stop_on_recovery: only for train (online SGD); solve "
                            "has early_stop")
+        if action == "train" and values["reduce"] != "off":
+            raise BadInput("parameter reduce: only for solve (the flow)")
         if action == "train" and values["early_stop"]:
             raise BadInput("parameter early_stop: only for solve (the flow); train has "
                            "stop_on_recovery")
@@ -969,7 +1004,7 @@ class Hermite(Model):
             else:
                 evaluations = 7.0 * float(values["t_max"])
             evaluations += int(values["n_records"]) + 1
-            return evaluations * evaluation_work(m, d) * 1e-9
+            return evaluations * evaluation_work(m, reduced_size(values)) * 1e-9
         impl = cls.implementation(values, action)
         assert impl is not None
         per_sample = SGD_WORK_PER_SAMPLE[impl.name]
@@ -1002,12 +1037,12 @@ class Hermite(Model):
         (docs/estimates.md)."""
         if "nfev" not in data:
             return None
-        m, d = values["m"], values["d"]
+        m = values["m"]
         points = int(data.sizes.get("point", 1))
         evaluations = float(np.sum(data["nfev"].values)) + points * (int(values["n_records"]) + 1)
         if values.get("method") in KRYLOV_METHODS and "njev" in data:
             evaluations += JVP_COST * float(np.sum(data["njev"].values))
-        return evaluations * evaluation_work(m, d) * 1e-9
+        return evaluations * evaluation_work(m, reduced_size(values)) * 1e-9
 
     @classmethod
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
@@ -1123,13 +1158,19 @@ class Hermite(Model):
         t_th = np.stack([tp[0] for tp in pairs])
         w_th = np.stack([tp[1] for tp in pairs])
         atol = 1e-3 * batch["rtol"] * sigma0 / math.sqrt(d)
+        Q = None
+        if reduced_size({"d": d, "P": P, "m": batch["m"], "reduce": batch["reduce"]}) < d:
+            Q = reduced_basis(U0, P)
         res = integrate(HermiteFlowProblem(
-            V0=sigma0[:, None, None] * U0[None], a=a, c=c, times=times,
+            V0=sigma0[:, None, None] * (U0 if Q is None else U0 @ Q)[None], a=a, c=c,
+            times=times,
             method=batch["method"], rtol=batch["rtol"], atol=atol, recovery=RECOVERY,
             r_floor=_R_FLOOR, early_stop=batch["early_stop"], recoverable=np.isfinite(t_th),
             settle_tol=SETTLE_TOL, save_params=batch["save_params"], progress=progress))
         if progress is not None:
             progress(1.0)
+        if Q is not None and "V" in res:  # back to the original coordinates
+            res["V"] = res["V"] @ Q.T
         loss_th = np.stack([idealised_loss(times, t_th[b], a[b], c) for b in range(B)])
         coord = var(("time",), times, "gradient-flow time t", "time")
         extra = {"nfev": var(("point",), res["nfev"], "right-hand-side (gradient) evaluations"),
