@@ -5,6 +5,7 @@ at a tight tolerance."""
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -74,27 +75,38 @@ def test_cvode_without_its_package_is_refused(monkeypatch: pytest.MonkeyPatch) -
         Hermite.resolve("solve", {"d": 8, "P": 2, "m": 2, "method": "CVODE"})
 
 
-def test_cvode_follows_rk45_at_a_tight_tolerance() -> None:
-    """CVODE at its default tolerance against RK45 at rtol 1e-9 on a flow that learns three
-    of its four teachers by t = 11 and then sits on its plateau: the same teachers recovered,
-    the recovery times within 0.5% and the loss at every output time within 1e-3 (the
-    accuracy asked of a method, docs/hermite.md, "Integrators"); both counts reported."""
-    pytest.importorskip("sksundae")
-    base = {"d": 16, "P": 4, "m": 6, "k": 4, "beta": 0.8, "sigma0": 0.05, "t_max": 100.0,
+def _plateau_flow(t_max: float, **extra: object) -> Any:
+    """``solve`` of the flow of :func:`_plateau_flow_against_rk45` up to ``t_max``."""
+    base = {"d": 16, "P": 4, "m": 6, "k": 4, "beta": 0.8, "sigma0": 0.05, "t_max": t_max,
             "decades": 3.0, "n_records": 30, "seed": 0}
+    values = Hermite.resolve("solve", {**base, **extra})
+    return Hermite().solve(Batch.from_points(Hermite, [values]))
 
-    def run(**extra: object) -> object:
-        values = Hermite.resolve("solve", {**base, **extra})
-        return Hermite().solve(Batch.from_points(Hermite, [values]))
 
-    ref = run(method="RK45", rtol=1e-9)
-    new = run(method="CVODE")
+def _plateau_flow_against_rk45(t_max: float, rtol: float, method: str) -> tuple[Any, Any]:
+    """RK45 at ``rtol`` and ``method`` at its default tolerance on a flow (d = 16, P = 4,
+    m = 6) that learns three of its four teachers by t = 11 and then sits on its plateau,
+    after asserting the accuracy asked of a method (docs/hermite.md, "Integrators"): the same
+    teachers recovered, the recovery times within 0.5%, the loss at every output time within
+    1e-3, and a clean status."""
+    ref = _plateau_flow(t_max, method="RK45", rtol=rtol)
+    new = _plateau_flow(t_max, method=method)
     t_ref, t_new = ref["t_recover"].values[0], new["t_recover"].values[0]
     assert np.count_nonzero(np.isfinite(t_ref)) == 3
     np.testing.assert_array_equal(np.isfinite(t_new), np.isfinite(t_ref))
     np.testing.assert_allclose(t_new, t_ref, rtol=5e-3)
     np.testing.assert_allclose(new["loss"].values[0], ref["loss"].values[0], rtol=1e-3)
     assert new["status"].values[0] == 0
+    return ref, new
+
+
+def test_cvode_follows_rk45_at_a_tight_tolerance() -> None:
+    """CVODE at its default tolerance against RK45 at rtol 1e-9 on a flow that learns three
+    of its four teachers by t = 11 and then sits on its plateau: the same teachers recovered,
+    the recovery times within 0.5% and the loss at every output time within 1e-3 (the
+    accuracy asked of a method, docs/hermite.md, "Integrators"); both counts reported."""
+    pytest.importorskip("sksundae")
+    ref, new = _plateau_flow_against_rk45(100.0, 1e-9, "CVODE")
     assert new["njev"].values[0] > 0
     assert new["nfev"].values[0] < ref["nfev"].values[0]
 
@@ -125,26 +137,12 @@ def test_rk45_cvode_follows_rk45_switches_on_the_plateau_and_repeats_itself() ->
     the same result bitwise (its cost: tests/numerics/test_solvers_switching.py and
     bench/hermite_methods.py)."""
     pytest.importorskip("sksundae")
-    base = {"d": 16, "P": 4, "m": 6, "k": 4, "beta": 0.8, "sigma0": 0.05, "t_max": 350.0,
-            "decades": 3.0, "n_records": 30, "seed": 0}
-
-    def run(**extra: object) -> object:
-        values = Hermite.resolve("solve", {**base, **extra})
-        return Hermite().solve(Batch.from_points(Hermite, [values]))
-
-    ref = run(method="RK45", rtol=1e-8)
-    new = run(method="RK45+CVODE")
-    t_ref, t_new = ref["t_recover"].values[0], new["t_recover"].values[0]
-    assert np.count_nonzero(np.isfinite(t_ref)) == 3
-    np.testing.assert_array_equal(np.isfinite(t_new), np.isfinite(t_ref))
-    np.testing.assert_allclose(t_new, t_ref, rtol=5e-3)
-    np.testing.assert_allclose(new["loss"].values[0], ref["loss"].values[0], rtol=1e-3)
-    assert new["status"].values[0] == 0
+    ref, new = _plateau_flow_against_rk45(350.0, 1e-8, "RK45+CVODE")
     assert new["switches"].values[0] == 1
     assert 50.0 < new["t_stiff"].values[0] < 350.0 - 200.0
     assert new["njev"].values[0] > 0 and new["nlin"].values[0] > 0
     assert "switches" not in ref
-    again = run(method="RK45+CVODE")
+    again = _plateau_flow(350.0, method="RK45+CVODE")
     for name, item in new.data_vars.items():
         if name != "elapsed":
             np.testing.assert_array_equal(again[name].values, item.values, err_msg=str(name))
