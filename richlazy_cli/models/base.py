@@ -33,6 +33,7 @@ import inspect
 import os
 import pkgutil
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -754,6 +755,8 @@ def register(cls: type[Model]) -> type[Model]:
     """Class decorator: check the model's contract (:func:`check_contract`), then make it
     available under ``cls.name``. A second class under a taken name is refused."""
     check_contract(cls)
+    if not cls.__module__.startswith(f"{__package__}."):
+        _import_builtin(cls.name)  # a package's own model of that name registers first
     known = _REGISTRY.get(cls.name)
     if known is not None and (known.__module__, known.__qualname__) != (
         cls.__module__,
@@ -776,6 +779,22 @@ def _discover() -> None:
     for info in pkgutil.iter_modules(package.__path__):
         if info.name not in ("base", "params") and not info.name.startswith("_"):
             importlib.import_module(f"richlazy_cli.models.{info.name}")
+    _researchers_models()
+
+
+def _import_builtin(name: str) -> None:
+    """Import the package's family module of model ``name`` if there is one (model ``a-b``
+    lives in ``richlazy_cli.models.a_b``); nothing otherwise."""
+    module = name.replace("-", "_")
+    if module.isidentifier() and module not in ("base", "params") and not module.startswith("_"):
+        qualified = f"richlazy_cli.models.{module}"
+        if qualified not in sys.modules and importlib.util.find_spec(qualified) is not None:
+            importlib.import_module(qualified)
+
+
+def _researchers_models() -> None:
+    """Load the installed packages' models (:data:`ENTRY_POINTS`), then the modules named in
+    ``RICHLAZY_MODELS``."""
     _entry_point_models()
     for name in os.environ.get("RICHLAZY_MODELS", "").split(","):
         if name.strip():
@@ -831,12 +850,10 @@ def all_models() -> dict[str, type[Model]]:
 
 def get_model(name: str) -> type[Model]:
     """The model registered as ``name``; BadInput with a suggestion when there is none."""
-    if name not in _REGISTRY:  # fast path for workers: model `a-b` lives in module `a_b`
-        module = name.replace("-", "_")
-        if module.isidentifier() and module not in ("base", "params"):
-            qualified = f"richlazy_cli.models.{module}"
-            if importlib.util.find_spec(qualified) is not None:
-                importlib.import_module(qualified)
+    if name not in _REGISTRY:  # the package's family of that name: one module, not all
+        _import_builtin(name)
+    if name not in _REGISTRY:  # a researcher's model: their modules, still not every family
+        _researchers_models()
     if name in _REGISTRY:
         return _REGISTRY[name]
     models = all_models()
