@@ -34,13 +34,14 @@ import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import xarray as xr
+from typing import TYPE_CHECKING, Any
 
 from richlazy import _arguments
 from richlazy_cli import __version__
 from richlazy_cli.errors import BadInput, ExitCode
+
+if TYPE_CHECKING:  # the command line's dry run and runs import xarray only where they need it
+    import xarray as xr
 
 __all__ = ["BadInput", "__version__", "dry_run_summary", "estimate", "models", "open",
            "report", "solve", "sweep", "train"]
