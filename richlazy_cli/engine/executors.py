@@ -33,8 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from joblib.externals.loky import get_reusable_executor
-from threadpoolctl import threadpool_limits
 
 from ..errors import BadInput
 from ..models.base import Progress
@@ -197,6 +195,8 @@ def open_route(job: Job, opts: RunOptions, workers: int) -> Iterator[Route]:
         # Threads share one process: hold BLAS at one thread for the whole run, so that no
         # worker leaving its own limit can hand another worker two BLAS threads mid-chunk;
         # the model's lazily loaded libraries first, so that the limit covers them too.
+        from threadpoolctl import threadpool_limits
+
         load_native(job.model)
         with threadpool_limits(limits=1), ThreadPoolExecutor(max_workers=workers) as pool:
             yield Route(pool, job.base, ahead=2 * workers, in_process=True)
@@ -205,6 +205,8 @@ def open_route(job: Job, opts: RunOptions, workers: int) -> Iterator[Route]:
     # whose workers were started with another RICHLAZY_MODELS or PYTHONPATH (an earlier
     # sweep of this process) would not find this sweep's model: loky restarts the pool
     # when `env` changes.
+    from joblib.externals.loky import get_reusable_executor  # a run on one worker needs none
+
     env = {name: "1" for name in THREAD_VARIABLES}
     env.update({name: os.environ.get(name, "") for name in ("RICHLAZY_MODELS", "PYTHONPATH")})
     processes = get_reusable_executor(max_workers=workers, env=env)
