@@ -28,14 +28,20 @@ MIXED = np.array([0.0, 0.0, 0.0, 0.0, np.sqrt(0.7), 0.0, np.sqrt(0.3)])
 """σ = √0.7 h_4 + √0.3 h_6: g has two terms, so g'' is not a single power."""
 
 
+PRODUCT_ERROR = {np.float64: 1e-12, np.float32: 5e-8}
+"""Bound on a product's error relative to ``max|J| · ‖v‖₁``, by precision of the product
+(float32's unit roundoff is 6e-8)."""
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["double", "single"])
 @pytest.mark.parametrize("c", [H4, MIXED], ids=["h4", "h4+h6"])
-def test_the_product_is_the_dense_jacobians(c: np.ndarray) -> None:
+def test_the_product_is_the_dense_jacobians(c: np.ndarray, dtype: type) -> None:
     rng = np.random.default_rng(3)
     m, d, P = 5, 9, 4
     a = teacher_weights(P, 0.8)
     V = rng.standard_normal((m, d)) * rng.uniform(0.1, 1.0, (m, 1))
     V[0, :P] += 2.0  # one neuron near the teachers
-    ops = FlowOperators(m, d, a, c, R_FLOOR)
+    ops = FlowOperators(m, d, a, c, R_FLOOR, product_dtype=dtype)
     grad = population_loss_grad(V, a, c)[1]
     assert grad is not None
     np.testing.assert_allclose(ops.rhs(0.0, V.ravel()), -grad.ravel(), rtol=1e-13, atol=1e-14)
@@ -44,14 +50,15 @@ def test_the_product_is_the_dense_jacobians(c: np.ndarray) -> None:
     assert ops.extra == 0  # the state of the last rhs: reused
     scale = np.max(np.abs(J))
     for v in rng.standard_normal((4, m * d)):
-        np.testing.assert_allclose(jv(v), J @ v, rtol=0, atol=1e-12 * scale * np.abs(v).sum())
+        atol = PRODUCT_ERROR[dtype] * scale * np.abs(v).sum()
+        np.testing.assert_allclose(jv(v), J @ v, rtol=0, atol=atol)
 
 
 def test_a_product_at_a_new_state_evaluates_the_right_hand_side_there() -> None:
     rng = np.random.default_rng(4)
     m, d, P = 3, 6, 2
     a = teacher_weights(P, 0.8)
-    ops = FlowOperators(m, d, a, H4, R_FLOOR)
+    ops = FlowOperators(m, d, a, H4, R_FLOOR, product_dtype=np.float64)
     V0, V1 = rng.standard_normal((2, m, d))
     ops.rhs(0.0, V0.ravel())
     v = rng.standard_normal(m * d)
