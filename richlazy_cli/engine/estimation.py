@@ -36,9 +36,9 @@ class Estimate:
     """One-off time of the first call (numba compilation, imports), excluded from
     ``seconds``: each worker pays it once."""
     startup_seconds: float = 0.0
-    """The fixed costs, measured (:mod:`.startup`): the command's own start, its final write,
-    and, for the short runs whose wall time they would dominate, its worker processes' start
-    (0 when not measured)."""
+    """The fixed costs (:mod:`.startup`): the command's own start (measured), its final write
+    (priced by the result's bytes), and, for the short runs whose wall time they would
+    dominate, its worker processes' start (measured; 0 when not measured)."""
     stops_early: str | None = None
     """Where some pending points may stop before the length their cost counts, at a point
     nothing predicts (:attr:`.Footprint.stops_early`), the model's phrase saying so and how
@@ -168,7 +168,7 @@ def done_cost(job: Job, values: dict[str, Any], result: ChunkResult, cost: float
     return float(done) if done is not None and done > 0 else cost
 
 
-def estimate(job: Job, plan: Plan) -> Estimate | None:
+def estimate(job: Job, plan: Plan, output_bytes: float | None = None) -> Estimate | None:
     """Estimate the wall time of ``plan`` from timed probes and the model's cost.
 
     The cheapest pending point (by the model's cost, :func:`pending_cost`), shortened by its
@@ -176,8 +176,10 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
     here, alone; its time, scaled by the total cost over its cost and divided by the workers'
     speed-up, is the computation. The first chunk's points computed together, or else the
     costliest point (:func:`_fit_two_points`), split off a set-up that the cost does not
-    scale. The measured fixed costs of :mod:`.startup` are added (docs/estimates.md, "What
-    the estimate counts").
+    scale. The fixed costs of :mod:`.startup` are added: the command's start, measured; the
+    final write, priced by the result's bytes (``output_bytes``, uncompressed; where None, the
+    probe's bytes per point times the selected points); the workers' start, measured for
+    short runs (docs/estimates.md, "What the estimate counts").
     """
     if not plan.chunks:
         return None
@@ -272,9 +274,12 @@ def estimate(job: Job, plan: Plan) -> Estimate | None:
     probe_bytes = 0.0
     if result.data is not None:
         probe_bytes = float(sum(item.nbytes for item in result.data.data_vars.values()))
-    # the fixed costs (engine/startup.py): the command's own start, its final write, and
-    # for short runs, where they are a good part of the wall time, its workers' start
-    fixed = command + startup.final_write(job, result)
+    # the fixed costs (engine/startup.py): the command's own start, its final write (priced
+    # by the result's bytes), and for short runs, where they are a good part of the wall
+    # time, its workers' start
+    if output_bytes is None:
+        output_bytes = probe_bytes * plan.selected
+    fixed = command + startup.final_write(output_bytes)
     if seconds < STARTUP_BELOW and plan.workers > 1:  # a pool of W, started and timed
         fixed += startup.pool_startup(job.model.name, plan.workers)
     return Estimate(seconds, probe, chunk_points, plan.workers, probe_bytes, compile_seconds,

@@ -171,7 +171,8 @@ def execute(job: Job, out: Path, opts: RunOptions, command: list[str]) -> RunOut
                 status = previous_status(out, man, size)
         the_plan = make_plan(job, opts, status)
         # the estimate times a probe on the job's device: none where the device is absent
-        guess = None if opts.absent_devices else estimate(job, the_plan)
+        guess = None if opts.absent_devices else estimate(
+            job, the_plan, None if output_size is None else output_size.total)
         if output_size is None and guess is not None and guess.probe_bytes:
             per_point = guess.probe_bytes + overhead(opts.shard is not None)
             output_size = OutputSize(per_point * the_plan.selected, the_plan.selected,

@@ -14,8 +14,13 @@ A sweep's wall time is its computation (the probe's time scaled by the model's c
   has answered (:func:`pool_startup`; for runs estimated under 10 minutes, whose wall time it
   would be a good part of);
 * **the final write**: assembling the result and writing it atomically (the CF layer's labels,
-  HDF5, fsync), timed on the probe's own result written to a scratch folder
-  (:func:`final_write`);
+  HDF5, fsync), priced by the result's bytes (:func:`final_write`): a fixed cost
+  (:data:`WRITE_SECONDS`: importing the writing stack, forking the writer, creating, reading
+  back and syncing the file) plus the bytes at :data:`WRITE_BYTES_PER_SECOND`, both measured
+  once by ``bench/final_write.py`` with :func:`time_final_write` (which the bench prints beside
+  them). A dry run does not write: timing a write there would import the writing stack
+  (h5netcdf, h5py, the CF layer's labels) and cost as much as the rest of a one-point dry run
+  (docs/estimates.md, "What the estimate counts");
 * **the CPU share** (:class:`CpuShare`): on a machine other processes also load, the probe got
   only part of a core, and ``W`` workers get less than ``W`` times the probe's share. From the
   fraction ``s`` of its wall time the probe did not spend waiting for a CPU (the kernel's
@@ -34,14 +39,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-
-import numpy as np
 
 IDLE_FREE = 0.05
 """An idle fraction of the cores below this is a saturated machine (every core busy)."""
@@ -176,26 +178,42 @@ class CpuShare:
         return max(1e-3, together / self.share)
 
 
-def final_write(job: Any, result: Any) -> float:
-    """Seconds to assemble the probe's one-point result and write it atomically to a scratch
-    folder, as the run's last step does with the whole grid (the CF layer, its labels, HDF5,
-    fsync); 0 when the probe has no data."""
+WRITE_SECONDS = 0.6
+"""The final write's fixed cost, in seconds: importing what writes the file (the CF layer's
+labels, h5netcdf and h5py in the forked writer), assembling, forking the writer, creating the
+file, its checksums read back, fsync and the atomic rename. Measured by
+``bench/final_write.py`` (:func:`time_final_write` on a one-point single-neuron result in a
+fresh interpreter): its CPU time, the process's and its writer's, which other processes' load
+stretches least, and about the fastest wall time of its runs."""
+WRITE_BYTES_PER_SECOND = 50e6
+"""The result's uncompressed bytes the final write takes per second beyond
+:data:`WRITE_SECONDS` (zlib level 1 after shuffling for the large floating-point variables,
+``engine/store.py``'s ``COMPRESSION``, and the checksums read back). Measured by
+``bench/final_write.py``: the slope between a one-point and a 500-point single-neuron result's
+:func:`time_final_write` (19 MB)."""
+
+
+def final_write(nbytes: float) -> float:
+    """Seconds the run's final write takes for a result of ``nbytes`` (uncompressed):
+    :data:`WRITE_SECONDS` plus ``nbytes`` at :data:`WRITE_BYTES_PER_SECOND`. A price, not a
+    timing: the dry run writes nothing and imports nothing that writes."""
+    return WRITE_SECONDS + max(0.0, float(nbytes)) / WRITE_BYTES_PER_SECOND
+
+
+def time_final_write(job: Any, result: Any, folder: Path) -> float:
+    """Seconds to assemble ``result`` (a :class:`.chunk.ChunkResult` over every point of
+    ``job``'s grid) and write it atomically into ``folder``, as the run's last step writes its
+    result (the CF layer, its labels, HDF5, fsync): the measurement behind
+    :data:`WRITE_SECONDS` and :data:`WRITE_BYTES_PER_SECOND` (``bench/final_write.py``)."""
     from .assemble import Assembler
     from .store import provenance, write_result
 
-    if result.data is None:
-        return 0.0
     start = time.perf_counter()
-    try:
-        assembler = Assembler(job.model, job.grid, np.asarray(result.indices, dtype=np.int64))
-        assembler.add(result)
-        attrs = provenance(job.model.name, job.action, job.recorded, job.grid.specs(),
-                           ["richlazy", "--dry-run"])
-        ds = assembler.dataset(attrs)
-        with tempfile.TemporaryDirectory(prefix="richlazy-dry-") as scratch:
-            write_result(ds, Path(scratch) / "probe.h5")
-    except Exception:  # an estimate is a convenience: a probe that cannot be written adds 0
-        return 0.0
+    assembler = Assembler(job.model, job.grid)
+    assembler.add(result)
+    attrs = provenance(job.model.name, job.action, job.recorded, job.grid.specs(),
+                       ["richlazy", "bench/final_write.py"])
+    write_result(assembler.dataset(attrs), Path(folder) / "result.h5", force=True)
     return time.perf_counter() - start
 
 

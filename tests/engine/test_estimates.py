@@ -84,6 +84,34 @@ def test_process_age_is_the_time_since_the_process_started() -> None:
     assert 0.5 <= float(out) <= wall + 0.05
 
 
+def test_the_final_write_is_priced_by_the_results_bytes(monkeypatch, tmp_path: Path,
+                                                        cli) -> None:
+    """A dry run prices the final write as ``WRITE_SECONDS`` plus the result's declared bytes
+    at ``WRITE_BYTES_PER_SECOND`` (engine/startup.py), added to the command's start; nothing
+    is written. Checked against the arithmetic done here on the declared size the dry run
+    prints, for one point and for 100."""
+    monkeypatch.setattr(startup, "command_startup", lambda model: 1.25)
+    assert startup.final_write(0) == startup.WRITE_SECONDS
+    assert startup.final_write(2e6) == pytest.approx(
+        startup.WRITE_SECONDS + 2e6 / startup.WRITE_BYTES_PER_SECOND)
+    priced = {}
+    for grid in ("delta=1", "delta=linspace(-1,1,100)"):
+        out = tmp_path / "x.h5"
+        dry = cli("sweep", "solve", "single-neuron", "-g", grid, "-p", "method=exact",
+                  "-o", out, "--jobs", "1", "--dry-run", "--json")
+        assert dry.code == 0, dry.err
+        summary = json.loads(dry.out)
+        total = summary["output_bytes"]["total"]
+        expected = 1.25 + startup.WRITE_SECONDS + total / startup.WRITE_BYTES_PER_SECOND
+        assert summary["estimate"]["startup_seconds"] == pytest.approx(expected, rel=1e-12)
+        assert not out.exists()
+        priced[grid] = (total, summary["estimate"]["startup_seconds"])
+    (one, one_price), (many, many_price) = priced.values()
+    assert many == pytest.approx(100 * one)  # the same declared bytes a point
+    assert many_price - one_price == pytest.approx(
+        (many - one) / startup.WRITE_BYTES_PER_SECOND)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", CHEAP_JOBS)
 def test_estimate_within_2x_of_the_measured_time(name: str, tmp_path: Path) -> None:
