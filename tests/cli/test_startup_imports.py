@@ -1,8 +1,9 @@
 """The command line starts without the numerical libraries: importing its entry point, printing
 ``--version`` and answering a tab completion import none of xarray, pandas, NumPy, SciPy,
 h5py, numba, torch or matplotlib (they come with the command that needs them; start-up times
-in bench/startup.py); a one-point dry run imports neither the executors nor the progress bar
-nor an integrator it does not use. A check of the module set in a fresh interpreter, not a
+in bench/startup.py); importing the Python API imports none of them either; a one-point dry
+run imports neither the executors nor the progress bar nor an integrator it does not use nor
+anything that writes a result file. A check of the module set in a fresh interpreter, not a
 timing."""
 
 from __future__ import annotations
@@ -65,14 +66,26 @@ def test_completion_imports_no_numerical_library() -> None:
 
 
 DRY_RUN_SKIPS = ("richlazy_cli.engine.executors", "richlazy_cli.engine.progress", "joblib",
-                 "rich", "scipy.integrate", "scipy.optimize")
+                 "rich", "scipy.integrate", "scipy.optimize", "h5py", "h5netcdf", "matplotlib",
+                 "richlazy_cli.mathtext", "distributed")
 """What a one-point dry run of the exact single neuron must not import: the executors (loky)
-and the progress bar (rich) are the run's alone, and the exact method integrates nothing. A dry
-run does import the numerical libraries: its estimate computes a probe and times its write
-(docs/estimates.md)."""
+and the progress bar (rich) are the run's alone, the exact method integrates nothing, and the
+dry run writes nothing, so none of the writing stack (h5netcdf and h5py, the CF layer's labels
+through matplotlib's mathtext, dask's distributed scheduler that xarray's write looks up) is
+imported: the final write is priced by the result's bytes (docs/estimates.md). A dry run does
+import NumPy and xarray: its estimate computes a probe, which the model returns as a
+Dataset."""
 
 
-def test_a_one_point_dry_run_imports_no_executor_or_unused_integrator(tmp_path: Path) -> None:
+def test_importing_the_api_imports_no_numerical_library() -> None:
+    """``richlazy`` (the Python API, which the command's sweep goes through) imports xarray
+    where a function needs it, not on import."""
+    modules, _ = _imported("import richlazy")
+    assert modules == []
+
+
+def test_a_one_point_dry_run_imports_no_executor_writer_or_unused_integrator(
+        tmp_path: Path) -> None:
     argv = ["richlazy", "sweep", "solve", "single-neuron", "-g", "delta=1", "-p", "method=exact",
             "-o", str(tmp_path / "x.h5"), "--dry-run"]
     body = f"import sys\nsys.argv = {argv!r}\nfrom richlazy_cli.cli.app import main\nmain()"
