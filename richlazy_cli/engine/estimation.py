@@ -178,8 +178,8 @@ def estimate(job: Job, plan: Plan, output_bytes: float | None = None) -> Estimat
     costliest point (:func:`_fit_two_points`), split off a set-up that the cost does not
     scale. The fixed costs of :mod:`.startup` are added: the command's start, measured; the
     final write, priced by the result's bytes (``output_bytes``, uncompressed; where None, the
-    probe's bytes per point times the selected points); the workers' start, measured for
-    short runs (docs/estimates.md, "What the estimate counts").
+    probe's bytes per point times the selected points) at the share of a core the probe got;
+    the workers' start, measured for short runs (docs/estimates.md, "What the estimate counts").
     """
     if not plan.chunks:
         return None
@@ -279,7 +279,7 @@ def estimate(job: Job, plan: Plan, output_bytes: float | None = None) -> Estimat
     # time, its workers' start
     if output_bytes is None:
         output_bytes = probe_bytes * plan.selected
-    fixed = command + startup.final_write(output_bytes)
+    fixed = command + startup.final_write(output_bytes, share.share)
     if seconds < STARTUP_BELOW and plan.workers > 1:  # a pool of W, started and timed
         fixed += startup.pool_startup(job.model.name, plan.workers)
     return Estimate(seconds, probe, chunk_points, plan.workers, probe_bytes, compile_seconds,

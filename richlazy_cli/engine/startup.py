@@ -18,7 +18,8 @@ A sweep's wall time is its computation (the probe's time scaled by the model's c
   (:data:`WRITE_SECONDS`: importing the writing stack, forking the writer, creating, reading
   back and syncing the file) plus the bytes at :data:`WRITE_BYTES_PER_SECOND`, both measured
   once by ``bench/final_write.py`` with :func:`time_final_write` (which the bench prints beside
-  them). A dry run does not write: timing a write there would import the writing stack
+  them), on a loaded machine divided by the share of a core the probe got (below). A dry run
+  does not write: timing a write there would import the writing stack
   (h5netcdf, h5py, the CF layer's labels) and cost as much as the rest of a one-point dry run
   (docs/estimates.md, "What the estimate counts");
 * **the CPU share** (:class:`CpuShare`): on a machine other processes also load, the probe got
@@ -193,11 +194,14 @@ WRITE_BYTES_PER_SECOND = 50e6
 :func:`time_final_write` (19 MB)."""
 
 
-def final_write(nbytes: float) -> float:
+def final_write(nbytes: float, share: float | None = None) -> float:
     """Seconds the run's final write takes for a result of ``nbytes`` (uncompressed):
-    :data:`WRITE_SECONDS` plus ``nbytes`` at :data:`WRITE_BYTES_PER_SECOND`. A price, not a
-    timing: the dry run writes nothing and imports nothing that writes."""
-    return WRITE_SECONDS + max(0.0, float(nbytes)) / WRITE_BYTES_PER_SECOND
+    :data:`WRITE_SECONDS` plus ``nbytes`` at :data:`WRITE_BYTES_PER_SECOND`, on a free core;
+    divided by ``share``, the share of a core the probe got (:attr:`CpuShare.share`), on a
+    machine other processes load (None: a free core). A price, not a timing: the dry run
+    writes nothing and imports nothing that writes."""
+    seconds = WRITE_SECONDS + max(0.0, float(nbytes)) / WRITE_BYTES_PER_SECOND
+    return seconds / share if share else seconds
 
 
 def time_final_write(job: Any, result: Any, folder: Path) -> float:

@@ -87,29 +87,39 @@ def test_process_age_is_the_time_since_the_process_started() -> None:
 def test_the_final_write_is_priced_by_the_results_bytes(monkeypatch, tmp_path: Path,
                                                         cli) -> None:
     """A dry run prices the final write as ``WRITE_SECONDS`` plus the result's declared bytes
-    at ``WRITE_BYTES_PER_SECOND`` (engine/startup.py), added to the command's start; nothing
-    is written. Checked against the arithmetic done here on the declared size the dry run
-    prints, for one point and for 100."""
+    at ``WRITE_BYTES_PER_SECOND`` (engine/startup.py), divided by the share of a core its
+    probe got, added to the command's start; nothing is written. Checked against the
+    arithmetic done here on the declared size the dry run prints, for one point and for 100,
+    on a free core and on half of one."""
     monkeypatch.setattr(startup, "command_startup", lambda model: 1.25)
+    got = {"share": 1.0}
+
+    def measured(self: startup.CpuShare, *exc: object) -> None:  # the probe's share, set
+        self.share, self.idle = got["share"], None
+
+    monkeypatch.setattr(startup.CpuShare, "__exit__", measured)
     assert startup.final_write(0) == startup.WRITE_SECONDS
     assert startup.final_write(2e6) == pytest.approx(
         startup.WRITE_SECONDS + 2e6 / startup.WRITE_BYTES_PER_SECOND)
     priced = {}
-    for grid in ("delta=1", "delta=linspace(-1,1,100)"):
+    for grid, share in (("delta=1", 1.0), ("delta=linspace(-1,1,100)", 1.0), ("delta=1", 0.5)):
+        got["share"] = share
         out = tmp_path / "x.h5"
         dry = cli("sweep", "solve", "single-neuron", "-g", grid, "-p", "method=exact",
                   "-o", out, "--jobs", "1", "--dry-run", "--json")
         assert dry.code == 0, dry.err
         summary = json.loads(dry.out)
         total = summary["output_bytes"]["total"]
-        expected = 1.25 + startup.WRITE_SECONDS + total / startup.WRITE_BYTES_PER_SECOND
-        assert summary["estimate"]["startup_seconds"] == pytest.approx(expected, rel=1e-12)
+        write = startup.WRITE_SECONDS + total / startup.WRITE_BYTES_PER_SECOND
+        assert summary["estimate"]["startup_seconds"] == pytest.approx(1.25 + write / share,
+                                                                       rel=1e-12)
         assert not out.exists()
-        priced[grid] = (total, summary["estimate"]["startup_seconds"])
-    (one, one_price), (many, many_price) = priced.values()
+        priced[grid, share] = (total, summary["estimate"]["startup_seconds"])
+    (one, one_price), (many, many_price), (_, loaded) = priced.values()
     assert many == pytest.approx(100 * one)  # the same declared bytes a point
     assert many_price - one_price == pytest.approx(
         (many - one) / startup.WRITE_BYTES_PER_SECOND)
+    assert loaded - 1.25 == pytest.approx(2 * (one_price - 1.25))
 
 
 @pytest.mark.slow
