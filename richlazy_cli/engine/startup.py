@@ -179,14 +179,14 @@ class CpuShare:
         return max(1e-3, together / self.share)
 
 
-WRITE_SECONDS = 0.6
+WRITE_SECONDS = 0.55
 """The final write's fixed cost, in seconds: importing what writes the file (the CF layer's
 labels, h5netcdf and h5py in the forked writer), assembling, forking the writer, creating the
 file, its checksums read back, fsync and the atomic rename. Measured by
 ``bench/final_write.py`` (:func:`time_final_write` on a one-point single-neuron result in a
 fresh interpreter): its CPU time, the process's and its writer's, which other processes' load
 stretches least, and about the fastest wall time of its runs."""
-WRITE_BYTES_PER_SECOND = 50e6
+WRITE_BYTES_PER_SECOND = 60e6
 """The result's uncompressed bytes the final write takes per second beyond
 :data:`WRITE_SECONDS` (zlib level 1 after shuffling for the large floating-point variables,
 ``engine/store.py``'s ``COMPRESSION``, and the checksums read back). Measured by
