@@ -17,11 +17,12 @@ forward-mode tangent of eq. (5), the same algebra as
 ``δ(∇_k L) = δr_k H_k + r_k δH_k``. One product costs three ``m²d`` multiply–adds where
 ``f`` costs one and a half (``G = ŪŪᵀ`` is symmetric); what it shares with the gradient
 (``Ū``, ``G``, the powers of ``G`` and ``M``, ``A``, ``H``) is kept from the evaluation of
-``f`` at the same state. The product serves only the Newton iteration's linear solve, whose
-answer CVODE accepts by a test on ``f`` itself (a Newton iteration converges with an
-approximate Jacobian: CVODE's own direct solvers reuse one over many steps), so by default
-it runs in single precision, at about half the time of the double one: about 0.9 of ``f``'s
-time at m = 256 and 0.8 at m = 512 (d = 512, one core), against 1.5 in double precision.
+``f`` at the same state. The product serves only the Newton iteration's linear solve, and
+that iteration converges to the same solution of the BDF equations with an approximate
+Jacobian (its residual is ``f``, in double precision; CVODE's direct solvers reuse one
+Jacobian over many steps), so by default it runs in single precision, at about half the
+time of the double one: about 0.9 of ``f``'s time at m = 256 and 0.8 at m = 512 (d = 512,
+one core), against 1.5 in double precision.
 
 Pure numerics: no I/O.
 """
@@ -143,8 +144,8 @@ class FlowOperators:
         With :attr:`product_dtype` float32 the ``(m, m)`` and ``(m, d)`` factors (``Ū``,
         ``G``'s functions, ``W_g``, ``δŪ``, ``δG``, ``δH``) are rounded to single precision
         and the norms' scalings (``r``, ``δr``, ``1/r``) stay double: a product then carries
-        a relative error of about 1e-6 (it serves the Newton iteration's linear solve, whose
-        answer is accepted by a test on ``f`` itself), at half the time of the double one."""
+        a relative error of about 1e-7 (it serves the Newton iteration's linear solve, whose
+        residual is ``f`` in double precision), at half the time of the double one."""
         s = self._state
         if not s or not np.array_equal(s["V"].ravel(), y):
             self.rhs(t, y)
