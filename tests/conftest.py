@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,6 +24,16 @@ about two seconds or less, except those marked ``system`` (they start a process:
 worker pool, a subprocess) or ``integration`` (longer, in-process runs: a model at the paper's
 size, a whole sweep)."""
 NOT_QUICK = ("system", "integration", "processes", "slurm", "slow", "claims")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as at a terminal, whatever started the suite: a shell's background job (``&``,
+    ``nohup``, cron, ``scripts/stress-tests.sh``'s runs side by side) starts it with SIGINT
+    ignored, and the processes the tests start would inherit that, so that a SIGINT sent to a
+    Python script never became ``KeyboardInterrupt``. A handler set here is reset to the
+    default in each process the tests start (``exec``), where Python installs its own."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
