@@ -44,8 +44,11 @@ import xarray as xr
 from ..errors import BadInput
 from ..numerics import compute
 from ..numerics.compute import Implementation, MissingRequirement
+from ..numerics.duck_arrays import defer
 from ..numerics.randomness import rng  # noqa: F401 (re-export: models import rng from here)
 from ..params import Param, deprecated, suggest
+
+defer()  # building a model's Dataset imports neither Dask nor Pint (numerics/duck_arrays.py)
 
 Progress = Callable[[float], None]
 """Callback a long kernel calls with the fraction of its work done (0..1)."""
