@@ -544,61 +544,88 @@ def expected_evaluations(values: Mapping[str, Any]) -> float:
 
 
 CVODE_FIXED, CVODE_PER_TEACHER = 1500.0, 65.0
-"""CVODE's gradient evaluations at ``rtol = 1e-8``: a fixed part and a part per teacher the
-greedy theory recovers before the flow ends (:func:`expected_cvode_evaluations`)."""
+"""CVODE's gradient evaluations at ``rtol = 1e-8`` for the search and the escapes: a fixed
+part and a part per teacher the greedy theory recovers before the flow ends
+(:func:`expected_cvode_evaluations`)."""
 JVP_COST = 0.8
 """One Hessian–vector product of :class:`._linear.FlowOperators` in gradient evaluations
-(bench/hermite_methods.py measures 0.8–1.2 at d = 256, m = 64, the spread that of the
-machine's load); CVODE needs about 1.2 per gradient evaluation."""
+(bench/hermite_methods.py measures 0.6–0.9 at d = 256–2048, m = 64–256, one thread); CVODE
+needs about 1.2 per gradient evaluation in the search and the escapes."""
 CVODE_PRODUCTS_PER_EVALUATION = 1.2
+CVODE_PLATEAU_RATE = 0.03
+"""CVODE's evaluations (a product at :data:`JVP_COST`) per unit of time on the plateaus, at
+``rtol = 1e-8``: its step there is bounded by the slow drift of the neurons still searching,
+not by the stiff modes, and each step's Newton–GMRES solve needs 5–10 products. Measured
+0.032 on jobs/ren-fig2.toml's m = 64 (t = 5·10³–3·10⁵) and 0.016–0.03 on d = 128, P = 32,
+m = 16 run to 3·10⁵ (docs/hermite.md, "The dry run's model")."""
+CVODE_CALL_PER_COORDINATE, CVODE_CALL_FIXED = 160.0, 6.5e5
+"""CVODE's own work per call of the right-hand side or of a product, in the units of
+:func:`evaluation_work`: ``160 m d + 6.5·10⁵`` (its BDF history, GMRES's orthogonalisation,
+its error test and the callbacks' copies on the ``m d``-long state). Measured 1.5 ms per call
+at m d = 131,072 (d = 2048, m = 64 and d = 512, m = 256 alike) and 0.23 ms at 16,384 (d = 256,
+m = 64), one thread, where an RK45 evaluation costs 2.2, 4.4 and 0.35 ms."""
+CVODE_CALLS_PER_EVALUATION = 1.17
+"""Calls (right-hand sides and products) per evaluation priced at :data:`JVP_COST`:
+``(1 + q)/(1 + 0.8 q)`` for ``q`` products per evaluation, measured 1.16–1.2 on the flows of
+:data:`CVODE_CALL_PER_COORDINATE` and on d = 128, P = 32, m = 16."""
+
+
+def cvode_call_work(m: int, d: int) -> float:
+    """CVODE's own work per call, in gradient evaluations of the same shape:
+    ``(160 m d + 6.5·10⁵) / evaluation_work(m, d)`` (:data:`CVODE_CALL_PER_COORDINATE`);
+    0.70 at d = 2048, m = 64, 0.39 at d = 512, m = 256, 0.66 at d = 256, m = 64."""
+    return (CVODE_CALL_PER_COORDINATE * m * d + CVODE_CALL_FIXED) / evaluation_work(m, d)
 
 
 def expected_cvode_evaluations(values: Mapping[str, Any]) -> float:
-    """CVODE's work on a ``solve`` configuration in gradient evaluations, a product priced at
-    :data:`JVP_COST`: ``(1 + 1.2 · 0.8) · (1500 + 65 n) · (1e-8/rtol)^{1/5}`` with ``n`` the
-    teachers the greedy theory recovers by ``t_max``. Its plateaus cost almost nothing (its
-    step grows with the time scale of the dynamics), so what it pays for is the search and the
-    escapes. Fitted on two shapes (bench/hermite_methods.py), where it lies within 0.88–1.54
-    of the measured ``nfev + 0.8 njev``: d = 256, P = 128, m = 64, t_max = 7000 (seeds 0–2:
-    3,915–6,424 evaluations, the model 5,660) and d = 32, P = 8, m = 8, t_max = 300 (seeds
-    0–1: 1,595–1,801, the model 1,955–2,020); not checked on the job files."""
+    """CVODE's work on a ``solve`` configuration in gradient evaluations (:func:`_cvode_work`)
+    from ``t = 0`` to the flow's end, with ``n`` the teachers the greedy theory recovers by
+    then."""
     greedy = _greedy_times(values)
-    t_max = float(values["t_max"])
-    learned = 0 if greedy is None else int(np.count_nonzero(greedy[0] <= t_max))
-    return _cvode_work(learned, float(values.get("rtol") or 1e-8))
+    rtol = float(values.get("rtol") or DEFAULT_RTOL["CVODE"])
+    if greedy is None:
+        return _cvode_work(values, 0, float(values["t_max"]), rtol)
+    times, a = greedy
+    t_end = _flow_end(values, times, a)
+    return _cvode_work(values, int(np.count_nonzero(times <= t_end)), t_end, rtol)
 
 
-def _cvode_work(teachers: int, rtol: float) -> float:
-    """``(1 + 1.2 · 0.8) · (1500 + 65 n) · (1e-8/rtol)^{1/5}``: CVODE's evaluations, a product
-    priced at :data:`JVP_COST`, for ``n = teachers`` escapes
-    (:func:`expected_cvode_evaluations`)."""
-    nfev = (CVODE_FIXED + CVODE_PER_TEACHER * teachers) * (1e-8 / rtol) ** 0.2
-    return (1.0 + CVODE_PRODUCTS_PER_EVALUATION * JVP_COST) * nfev
+def _cvode_work(values: Mapping[str, Any], teachers: int, duration: float,
+                rtol: float) -> float:
+    """CVODE's evaluations over ``duration`` units of time with ``teachers`` escapes, a product
+    priced at :data:`JVP_COST` and CVODE's own work per call at :func:`cvode_call_work`::
+
+        [(1 + 1.2 · 0.8)(1500 + 65 n) + 0.03 T] (1e-8/rtol)^{1/5} (1 + 1.17 w)
+
+    with ``w`` the call's work in gradient evaluations. The search and the escapes are priced
+    per teacher (:data:`CVODE_FIXED`), the plateaus per unit of time
+    (:data:`CVODE_PLATEAU_RATE`)."""
+    scale = (1e-8 / rtol) ** 0.2
+    priced = ((1.0 + CVODE_PRODUCTS_PER_EVALUATION * JVP_COST)
+              * (CVODE_FIXED + CVODE_PER_TEACHER * teachers) + CVODE_PLATEAU_RATE * duration)
+    own = cvode_call_work(int(values["m"]), reduced_size(values))
+    return priced * scale * (1.0 + CVODE_CALLS_PER_EVALUATION * own)
 
 
 def expected_switched_evaluations(values: Mapping[str, Any]) -> float:
     """RK45+CVODE's work on a ``solve`` configuration in gradient evaluations, a product
     priced at :data:`JVP_COST`: RK45's (:func:`expected_evaluations`) up to the hand-over
-    and CVODE's (:func:`expected_cvode_evaluations`'s form, at CVODE's tolerance, a tenth of
-    ``rtol``) after it.
+    and CVODE's (:func:`_cvode_work`, at CVODE's tolerance, a tenth of ``rtol``) after it.
 
     RK45 hands over once its steps have been held at the stability edge for two windows of
     the stiffness test, ``τ = 2 · 20 · 3.0/λ`` time units (``λ`` the stiffest rate of
     :func:`expected_evaluations`): at ``t_s = t_i + τ``, ``t_i`` the first of the greedy
     theory's recovery times (sorted) followed by a gap longer than ``τ``. RK45's part is its
     own model over ``[0, t_s]`` plus the test's products (5 per 20 steps of 7 evaluations);
-    CVODE's is ``(1 + 1.2 · 0.8) (1500 + 65 n) (1e-8/(rtol/10))^{1/5}`` with ``n`` the
-    teachers the greedy theory recovers after ``t_s``. On the short flows of
-    bench/hermite_methods.py (d = 256, P = 128, m = 64, t_max = 7000) the hand-over comes at
-    t ≈ 390–410 by this rule (measured 387 and 460 on seeds 1 and 0), and the model gives
-    6,800–7,000 evaluations against the measured 6,755 (seed 0), 11,776 (seed 1, whose
-    late escapes at t ≈ 1,750, 4,360 and 6,040–6,110 the greedy theory does not foresee) and
-    9,057 (seed 2), ``nfev + 0.8 njev``."""
+    CVODE's is :func:`_cvode_work` over ``[t_s, t_end]`` with ``n`` the teachers the greedy
+    theory recovers after ``t_s``. Measured against it (docs/hermite.md, "The dry run's
+    model"): the short flows of bench/hermite_methods.py (d = 256, P = 128, m = 64,
+    t_max = 7000; hand-over at t ≈ 390–410 by this rule, measured 387 and 460), whose late
+    escapes the greedy theory does not foresee, and the job files' widths."""
     greedy = _greedy_times(values)
     stiff_rtol = STIFF_TOLERANCE * float(values.get("rtol") or DEFAULT_RTOL[SWITCHED])
-    cvode = {**values, "rtol": stiff_rtol}
     if greedy is None:
-        return expected_cvode_evaluations(cvode)
+        return _cvode_work(values, 0, float(values["t_max"]), stiff_rtol)
     times, a = greedy
     t_end = _flow_end(values, times, a)
     learned = np.isfinite(times) & (times <= t_end)
@@ -615,7 +642,8 @@ def expected_switched_evaluations(values: Mapping[str, Any]) -> float:
     t_switch = min(t_end, float(order[gaps[0] if gaps.size else -1]) + tau)
     cost = test * expected_evaluations({**explicit, "t_max": t_switch})
     if t_switch < t_end:
-        cost += _cvode_work(int(np.count_nonzero(order > t_switch)), stiff_rtol)
+        cost += _cvode_work(values, int(np.count_nonzero(order > t_switch)),
+                            t_end - t_switch, stiff_rtol)
     return cost
 
 
@@ -1035,17 +1063,23 @@ class Hermite(Model):
     def _result_cost(cls, values: Mapping[str, Any], data: xr.Dataset) -> float | None:
         """The cost (units of :meth:`_cost`) of the work a computed solve actually did: its
         counted gradient evaluations (``nfev``, summed over the points; CVODE's Hessian–vector
-        products ``njev`` at :data:`JVP_COST` each) and output times; None for train, whose
-        results count none. The dry run prices its probe by this
+        products ``njev`` at :data:`JVP_COST` each, and CVODE's own work per call at
+        :func:`cvode_call_work`: on every call of ``CVODE``, on the products of ``RK45+CVODE``,
+        whose counts do not say which evaluations were CVODE's) and output times; None for
+        train, whose results count none. The dry run prices its probe by this
         (docs/estimates.md)."""
         if "nfev" not in data:
             return None
-        m = values["m"]
+        m, size = values["m"], reduced_size(values)
         points = int(data.sizes.get("point", 1))
-        evaluations = float(np.sum(data["nfev"].values)) + points * (int(values["n_records"]) + 1)
-        if values.get("method") in KRYLOV_METHODS and "njev" in data:
-            evaluations += JVP_COST * float(np.sum(data["njev"].values))
-        return evaluations * evaluation_work(m, reduced_size(values)) * 1e-9
+        nfev = float(np.sum(data["nfev"].values))
+        evaluations = nfev + points * (int(values["n_records"]) + 1)
+        method = values.get("method")
+        if method in KRYLOV_METHODS and "njev" in data:
+            njev = float(np.sum(data["njev"].values))
+            calls = njev if method == SWITCHED else nfev + njev
+            evaluations += JVP_COST * njev + calls * cvode_call_work(m, size)
+        return evaluations * evaluation_work(m, size) * 1e-9
 
     @classmethod
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
