@@ -991,7 +991,7 @@ class Hermite(Model):
                 and importlib.util.find_spec("sksundae") is None):
             raise BadInput(f"parameter method: {values['method']} needs the package "
                            "scikit-sundae (pip install scikit-sundae; wheels for Linux x86_64, "
-                           "macOS arm64 and Windows amd64)")
+                           "macOS and Windows amd64)")
         if action == "solve" and values["method"] in STIFF_METHODS:
             n = values["m"] * d
             if n > JACOBIAN_LIMIT:
