@@ -16,10 +16,19 @@ object without ``__dask_graph__`` before it imports Dask: no check answers diffe
 building a model's Dataset imports neither library (a dry run imports neither, docs/estimates.md).
 Where xarray keeps no such cache or function (another version), :func:`defer` leaves xarray as
 it is.
+
+A write asks too: ``to_netcdf`` looks up Dask's active scheduler (``get_dask_scheduler``,
+which imports Dask and ``dask.distributed``: 0.3–0.5 s of every forked writer), to decide
+whether to close the file after each chunk (only for data with Dask chunks) and which kind of
+lock to take (a thread lock for no scheduler or the threaded one). Where Dask is not imported
+no variable can have Dask chunks, and the thread lock is the one a process without Dask's
+arrays needs, so :func:`defer` has the lookup answer ``None`` (no scheduler) until Dask is
+imported, and xarray's own answer after.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -68,6 +77,20 @@ def _collection_check(original: Callable[[object], bool]) -> Callable[[object], 
     return is_dask_collection
 
 
+def _scheduler_lookup(original: Callable[..., str | None]) -> Callable[..., str | None]:
+    """xarray's ``get_dask_scheduler`` that answers ``None`` while Dask is not imported (see
+    the module's docstring) and asks ``original`` once it is."""
+
+    @functools.wraps(original)
+    def get_dask_scheduler(get: Any = None, collection: Any = None) -> str | None:
+        if "dask" not in sys.modules:
+            return None
+        return original(get, collection)
+
+    get_dask_scheduler.deferred = True  # type: ignore[attr-defined]
+    return get_dask_scheduler
+
+
 def defer() -> None:
     """Make xarray's duck-array checks for Dask and Pint import neither (see the module's
     docstring); a library already in xarray's cache is left as it is, one already imported is
@@ -85,3 +108,11 @@ def defer() -> None:
         cache.setdefault(name, _Deferred(name, cache, real))
     if not getattr(check, "deferred", False):
         utils.is_dask_collection = _collection_check(check)  # type: ignore[assignment]
+    try:
+        from xarray.backends import locks, writers
+    except ImportError:  # pragma: no cover (another xarray)
+        return
+    for module in (locks, writers):  # the function and the name writers imported
+        lookup = getattr(module, "get_dask_scheduler", None)
+        if callable(lookup) and not getattr(lookup, "deferred", False):
+            setattr(module, "get_dask_scheduler", _scheduler_lookup(lookup))  # noqa: B010

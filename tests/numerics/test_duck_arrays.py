@@ -29,8 +29,17 @@ assert not {"dask", "dask.array", "pint"} & set(sys.modules), "imported before a
 assert pycompat.array_type("dask") == () and pycompat.array_type("pint") == ()
 assert utils.is_dask_collection(np.ones(2)) is False and "dask" not in sys.modules
 assert ds.t.dtype == np.float64 and ds.m.dtype == np.dtype("<U7") and ds.chunks == {}
+import tempfile, pathlib
+from xarray.backends import locks, writers
+folder = pathlib.Path(tempfile.mkdtemp())
+ds.to_netcdf(folder / "a.h5", engine="h5netcdf")  # the write looks up no Dask scheduler
+assert not {"dask", "distributed"} & set(sys.modules), "the write imported Dask"
+assert xr.open_dataset(folder / "a.h5", engine="h5netcdf").load().identical(ds)
 
 import dask.array as da
+# once Dask is imported, the write's scheduler lookup is xarray's own
+assert locks.get_dask_scheduler() == locks.get_dask_scheduler.__wrapped__() == "threaded"
+assert writers.get_dask_scheduler() == "threaded"
 import pint
 
 # once imported, the answers are xarray's own, from the entries xarray builds
@@ -40,6 +49,8 @@ assert type(pycompat._cached_duck_array_modules["dask"]) is pycompat.DuckArrayMo
 assert pycompat.mod_version("pint") == pycompat.DuckArrayModule("pint").version
 lazy = xr.Dataset({"a": ("t", da.ones(4, chunks=2))})
 assert lazy.chunks == {"t": (2, 2)} and utils.is_dask_collection(lazy.a.data)
+lazy.to_netcdf(folder / "lazy.h5", engine="h5netcdf")
+assert xr.open_dataset(folder / "lazy.h5", engine="h5netcdf").a.values.tolist() == [1.0] * 4
 assert not utils.is_dask_collection(ds) and utils.is_dask_collection(lazy)
 masked = da.ma.masked_array(np.arange(3.0), mask=[False, True, False], chunks=1)
 v = xr.Variable("t", masked)  # xarray fills a masked Dask array's mask with NaN
