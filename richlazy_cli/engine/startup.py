@@ -179,10 +179,10 @@ class CpuShare:
         return max(1e-3, together / self.share)
 
 
-WRITE_SECONDS = 0.62
+WRITE_SECONDS = 0.50
 """The final write's fixed cost, in seconds: importing what writes the file (the CF layer's
-labels, h5netcdf and h5py, and Dask, whose scheduler xarray's write looks up, in the forked
-writer: building a model's Dataset imports no Dask, numerics/duck_arrays.py), assembling,
+labels, h5netcdf and h5py in the forked writer; neither building a model's Dataset nor the
+write imports Dask while no Dask array exists, numerics/duck_arrays.py), assembling,
 forking the writer, creating the file, its checksums read back, fsync and the atomic rename.
 Measured by ``bench/final_write.py`` (:func:`time_final_write` on a one-point single-neuron
 result in a fresh interpreter): its CPU time, the process's and its writer's, which other
