@@ -505,6 +505,14 @@ def _flow_end(values: Mapping[str, Any], times: np.ndarray, a: np.ndarray) -> fl
     return t_max
 
 
+def _stiffest_rate(values: Mapping[str, Any], weights: np.ndarray) -> float:
+    """The flow's stiffest rate once the teachers of ``weights`` are recovered: the radial
+    mode of a neuron converged onto the largest, ``λ = 4 a_max Σ_{j≥1} c_j²``
+    (:func:`expected_evaluations`)."""
+    c = hermite_coeffs(values["k"], values.get("sigma_coeffs"))
+    return 4.0 * float(np.max(weights)) * float(np.sum(c[1:] ** 2))
+
+
 def expected_evaluations(values: Mapping[str, Any]) -> float:
     """The gradient evaluations of a ``solve`` configuration's explicit integrator (RK45,
     DOP853): the step-count model of docs/estimates.md ("The solver's step count").
@@ -533,11 +541,9 @@ def expected_evaluations(values: Mapping[str, Any]) -> float:
     t_end = _flow_end(values, times, a)
     learnable = np.isfinite(times)
     learned = learnable & (times <= t_end)
-    c = hermite_coeffs(values["k"], values.get("sigma_coeffs"))
-    strength = float(np.sum(c[1:] ** 2))
     rate = 0.0
     if np.any(learned):
-        lam = 4.0 * float(np.max(a[learned])) * strength
+        lam = _stiffest_rate(values, a[learned])
         rate = EVALUATIONS_PER_STEP.get(method, 7.0) * lam / STABILITY_INTERVAL.get(method, 3.307)
     first = float(np.nanmin(times)) if np.any(learnable) else math.inf
     return search * min(1.0, t_end / first) + rate * t_end
@@ -634,8 +640,7 @@ def expected_switched_evaluations(values: Mapping[str, Any]) -> float:
         switching.CHECK_EVERY * switching.RK45_EVALUATIONS_PER_STEP)
     if not np.any(learned):  # never stiff: RK45 throughout
         return test * expected_evaluations({**explicit, "t_max": t_end})
-    c = hermite_coeffs(values["k"], values.get("sigma_coeffs"))
-    lam = 4.0 * float(np.max(a[learned])) * float(np.sum(c[1:] ** 2))
+    lam = _stiffest_rate(values, a[learned])
     tau = switching.STIFF_CHECKS * switching.CHECK_EVERY * switching.STIFF_EDGE / lam
     order = np.sort(times[learned])
     gaps = np.flatnonzero(np.diff(order) > tau)
