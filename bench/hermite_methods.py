@@ -169,13 +169,13 @@ def bench(title: str, flows: list[tuple[str, dict[str, Any]]], jobs: int = 1,
 
     from concurrent.futures import ProcessPoolExecutor
 
+    from threadpoolctl import threadpool_limits
+
     print(f"{title}: {load()}", flush=True)
     shapes: dict[tuple[int, int, int], dict[str, float]] = {}
     for _, values in flows:  # the prices at each shape
         shape = (values["d"], values["P"], values["m"])
         if shape not in shapes:  # on one BLAS thread, as the solves
-            from threadpoolctl import threadpool_limits
-
             with threadpool_limits(1):
                 shapes[shape] = price = prices(values)
             print(f"cost relative to a gradient (d={shape[0]}, m={shape[2]}): CVODE's "
