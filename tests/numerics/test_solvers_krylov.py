@@ -85,6 +85,25 @@ def test_a_tighter_tolerance_costs_more_and_errs_less() -> None:
     assert tight["nfev"] > loose["nfev"]
 
 
+def test_an_exact_preconditioner_leaves_gmres_one_product_per_newton_iteration() -> None:
+    """With ``z = (I − γA)⁻¹ r`` as the preconditioner, each linear solve converges in one
+    GMRES iteration: at most one product per Newton iteration (an evaluation of ``f`` past
+    each step's first), far fewer than without it, and the same accuracy."""
+    def precondition(t: float, y: np.ndarray) -> Callable[[np.ndarray, float], np.ndarray]:
+        calls.append(t)
+        return lambda r, gamma: Q @ ((Q.T @ r) / (1.0 - gamma * RATES))
+
+    calls: list[float] = []
+    times = np.linspace(0.0, 10.0, 11)
+    plain = solve_cvode(Counting().fun, Counting().linearise, Y0, times, 1e-8, 1e-12)
+    prob = Counting()
+    pre = solve_cvode(prob.fun, prob.linearise, Y0, times, 1e-8, 1e-12, precondition=precondition)
+    assert pre["njev"] < 0.5 * plain["njev"], (pre["njev"], plain["njev"])
+    assert pre["njev"] <= pre["nfev"] and len(calls) > 0
+    for res in (plain, pre):
+        assert np.max(np.abs(res["y"] - exact(times))) <= 1e-7 * np.max(np.abs(Y0))
+
+
 def test_without_a_linearisation_cvode_differences_the_right_hand_side() -> None:
     prob = Counting()
     res = solve_cvode(prob.fun, None, Y0, np.array([0.0, 5.0]), 1e-8, 1e-12)

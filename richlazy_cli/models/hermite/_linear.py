@@ -109,6 +109,8 @@ class FlowOperators:
         self._phi = (2.0 - j) * q
         self._ddg = (j * (j - 1.0) * q)[2:]
         self._dphi = (j * (2.0 - j) * q)[1:]
+        self._g1 = float(np.sum(q))  # g(1)
+        self._dg1 = float(np.sum(j * q))  # g'(1)
         self.r_floor = r_floor
         self.extra = 0
         self._state: dict[str, Any] = {}
@@ -146,11 +148,7 @@ class FlowOperators:
         and the norms' scalings (``r``, ``δr``, ``1/r``) stay double: a product then carries
         a relative error of about 1e-7 (it serves the Newton iteration's linear solve, whose
         residual is ``f`` in double precision), at half the time of the double one."""
-        s = self._state
-        if not s or not np.array_equal(s["V"].ravel(), y):
-            self.rhs(t, y)
-            self.extra += 1
-            s = self._state
+        s = self._state_at(t, y)
         m, d, a = self.m, self.d, self.a
         P = a.shape[0]
         dt = self.product_dtype
@@ -195,3 +193,47 @@ class FlowOperators:
             return out.ravel()
 
         return jv
+
+    def _state_at(self, t: float, y: np.ndarray) -> dict[str, Any]:
+        """What :meth:`rhs` keeps, at ``y`` (evaluating ``f`` there unless it was the last
+        state, counted in :attr:`extra`)."""
+        if not self._state or not np.array_equal(self._state["V"].ravel(), y):
+            self.rhs(t, y)
+            self.extra += 1
+        return self._state
+
+    def curvatures(self, t: float, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each neuron's curvatures of the loss (4) in its own weights at ``y``: radial,
+        ``λʳ_k = ⟨H_k, v̄_k⟩ + 4 r_k² g(1)``, and across ``v̄_k``, ``λᵗ_k = A_k + r_k² g'(1)``
+        (docs/hermite.md, "Integrators").
+
+        Along ``v̄_k`` the loss is a quartic in ``r_k``: ``∂L/∂r_k = r_k ⟨H_k, v̄_k⟩`` and
+        ``∂²L/∂r_k² = (∂L/∂r_k)/r_k + 4 r_k² g(1)``, the exact ``v̄_kᵀ ∇²_{v_k} L v̄_k``.
+        Across it, the tangent of eq. (5) with ``δv_k ⊥ v_k`` is ``(A_k + r_k² g'(1)) δv_k``
+        plus terms along ``v̄_k``, the other neurons' ``v̄_l`` and the teachers' ``e_p``:
+        ``λᵗ_k`` is the curvature in every direction orthogonal to all of those. A neuron
+        converged onto teacher ``p`` alone has ``λʳ = 4 a_p g(1)`` and ``λᵗ = a_p g'(1)``
+        (both ``4 a_p`` for ``σ = h_4``): the stiff modes that hold an explicit step."""
+        s = self._state_at(t, y)
+        U, r2 = s["S"][: self.m], s["r2"]
+        radial = np.einsum("kd,kd->k", s["H"], U) + 4.0 * self._g1 * r2
+        return radial, s["A"] + self._dg1 * r2
+
+    def precondition(self, t: float, y: np.ndarray) -> Callable[[np.ndarray, float], np.ndarray]:
+        """``(ρ, γ) ↦ z ≈ (I − γ J)⁻¹ ρ`` at ``y``: per neuron, ``−J``'s diagonal block (the
+        Hessian of (4) in ``v_k``) kept as its two :meth:`curvatures`,
+        ``λᵗ (I − v̄v̄ᵀ) + λʳ v̄v̄ᵀ``, and inverted in closed form,
+        ``z_k = (I − v̄v̄ᵀ) ρ_k/(1 + γλᵗ) + v̄v̄ᵀ ρ_k/(1 + γλʳ)`` (``O(md)`` per solve; GMRES
+        does the rest: the blocks between neurons and the terms along the teachers). A
+        negative curvature (a saddle's escape) counts as zero, so no block is singular."""
+        m, d = self.m, self.d
+        radial, across = (np.maximum(x, 0.0) for x in self.curvatures(t, y))
+        U = self._state["S"][:m]  # products write only the state's other half
+
+        def solve(rho: np.ndarray, gamma: float) -> np.ndarray:
+            R = rho.reshape(m, d)
+            inv_across = 1.0 / (1.0 + gamma * across)
+            along = np.einsum("kd,kd->k", R, U) * (1.0 / (1.0 + gamma * radial) - inv_across)
+            return (R * inv_across[:, None] + U * along[:, None]).ravel()
+
+        return solve

@@ -720,11 +720,12 @@ def _integrate_one(problem: HermiteFlowProblem, b: int, out: dict[str, np.ndarra
     costs O((m d)² m) and each factorisation O((m d)³), so they are offered for
     ``m d ≤ JACOBIAN_LIMIT`` only. CVODE (:mod:`richlazy_cli.numerics.solvers.krylov`) is
     implicit too, its Newton systems solved by GMRES on Hessian–vector products
-    (:class:`._linear.FlowOperators`, about 0.9 of a gradient each), so its step is not
-    stability-bound either and it works at any size: ``nfev`` counts its gradients and
-    ``njev`` its products. Use RK45/DOP853 when the search phase dominates; CVODE for long
-    flows whose plateaus (converged neurons held at the explicit stability edge) dominate
-    (docs/hermite.md, "Integrators"); BDF/LSODA for small states only.
+    (:class:`._linear.FlowOperators`, about 0.9 of a gradient each) preconditioned by each
+    neuron's radial and cross curvatures (:meth:`._linear.FlowOperators.precondition`), so
+    its step is not stability-bound either and it works at any size: ``nfev`` counts its
+    gradients and ``njev`` its products. Use RK45/DOP853 when the search phase dominates;
+    CVODE for long flows whose plateaus (converged neurons held at the explicit stability
+    edge) dominate (docs/hermite.md, "Integrators"); BDF/LSODA for small states only.
 
     ``early_stop`` (with ``recoverable``, the teachers with a finite greedy time): stop at the
     first solver step where as many teachers are recovered as are learnable (the count of
@@ -773,10 +774,12 @@ def _integrate_one(problem: HermiteFlowProblem, b: int, out: dict[str, np.ndarra
         solver = SwitchingRK45CVODE(ops.rhs, ops.linearise, 0.0, V0.ravel(), times[-1],
                                     problem.rtol, float(problem.atol[b]),
                                     STIFF_TOLERANCE * problem.rtol,
-                                    STIFF_TOLERANCE * float(problem.atol[b]))
+                                    STIFF_TOLERANCE * float(problem.atol[b]),
+                                    precondition=ops.precondition)
     elif method in KRYLOV_STEPPERS:
         solver = KRYLOV_STEPPERS[method](ops.rhs, ops.linearise, 0.0, V0.ravel(), times[-1],
-                                         problem.rtol, float(problem.atol[b]))
+                                         problem.rtol, float(problem.atol[b]),
+                                         precondition=ops.precondition)
     else:
         kwargs: dict[str, Any] = {"rtol": problem.rtol, "atol": problem.atol[b]}
         if method in STIFF_METHODS:

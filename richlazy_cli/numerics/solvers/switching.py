@@ -42,7 +42,8 @@ test's products (without ``linearise``, each product is a difference quotient of
 counts in ``nfev``), ``switches`` counts the hand-overs and ``stiff_time`` the time
 integrated by CVODE. The explicit pair runs at ``rtol``/``atol``, CVODE at
 ``stiff_rtol``/``stiff_atol`` (BDF's global error per unit of tolerance is larger than
-Dormand–Prince's, so each method has its own).
+Dormand–Prince's, so each method has its own), with ``precondition`` for its GMRES solves
+where given (:class:`.krylov.CVODEKrylov`).
 
 Pure numerics: no I/O.
 """
@@ -54,7 +55,7 @@ from typing import Any
 import numpy as np
 from scipy.integrate import RK45
 
-from .krylov import CVODEKrylov, Fun, Linearise
+from .krylov import CVODEKrylov, Fun, Linearise, Precondition
 
 STIFF_EDGE = 3.0
 """Mean ``h ρ`` over a window from which the explicit steps count as stability-limited
@@ -87,8 +88,8 @@ class SwitchingRK45CVODE:
     def __init__(self, fun: Fun, linearise: Linearise | None, t0: float, y0: np.ndarray,
                  t_bound: float, rtol: float, atol: float, stiff_rtol: float | None = None,
                  stiff_atol: float | None = None, back: bool = True,
-                 product_cost: float = 1.0) -> None:
-        self.fun, self.linearise = fun, linearise
+                 product_cost: float = 1.0, precondition: Precondition | None = None) -> None:
+        self.fun, self.linearise, self.precondition = fun, linearise, precondition
         self.t_bound = float(t_bound)
         self.rtol, self.atol = float(rtol), float(atol)
         self.stiff_rtol = self.rtol if stiff_rtol is None else float(stiff_rtol)
@@ -117,7 +118,7 @@ class SwitchingRK45CVODE:
         self._spent = []
         self._climbed = False
         return CVODEKrylov(self.fun, self.linearise, t, y, self.t_bound, self.stiff_rtol,
-                           self.stiff_atol, first_step=h)
+                           self.stiff_atol, first_step=h, precondition=self.precondition)
 
     @property
     def stiff(self) -> bool:
