@@ -558,18 +558,20 @@ JVP_COST = 0.8
 (bench/hermite_methods.py measures 0.6–0.9 at d = 256–2048, m = 64–256, one thread); CVODE
 needs about 1.2 per gradient evaluation in the search and the escapes."""
 CVODE_PRODUCTS_PER_EVALUATION = 1.2
-CVODE_PLATEAU_RATE = 0.03
+CVODE_PLATEAU_RATE = 0.01
 """CVODE's evaluations (a product at :data:`JVP_COST`) per unit of time on the plateaus, at
 ``rtol = 1e-8``: its step there is bounded by the slow drift of the neurons still searching,
-not by the stiff modes, and each step's Newton–GMRES solve needs 5–10 products. Measured
-0.032 on jobs/ren-fig2.toml's m = 64 (t = 5·10³–3·10⁵) and 0.016–0.03 on d = 128, P = 32,
-m = 16 run to 3·10⁵ (docs/hermite.md, "The dry run's model")."""
-CVODE_CALL_PER_COORDINATE, CVODE_CALL_FIXED = 160.0, 6.5e5
+not by the stiff modes, which the preconditioner takes out of GMRES's way. Measured on
+jobs/ren-fig2.toml's m = 128 (t = 3·10⁴–3·10⁵) 0.008 and on its m = 64 (t = 10⁴–3·10⁵)
+0.0006; on d = 128, P = 32, m = 16 run to 3·10⁵, whose neurons still searching escape late,
+0.003–0.017 between its escapes (docs/hermite.md, "The dry run's model")."""
+CVODE_CALL_PER_COORDINATE, CVODE_CALL_FIXED = 260.0, 6.5e5
 """CVODE's own work per call of the right-hand side or of a product, in the units of
-:func:`evaluation_work`: ``160 m d + 6.5·10⁵`` (its BDF history, GMRES's orthogonalisation,
-its error test and the callbacks' copies on the ``m d``-long state). Measured 1.5 ms per call
-at m d = 131,072 (d = 2048, m = 64 and d = 512, m = 256 alike) and 0.23 ms at 16,384 (d = 256,
-m = 64), one thread, where an RK45 evaluation costs 2.2, 4.4 and 0.35 ms."""
+:func:`evaluation_work`: ``260 m d + 6.5·10⁵`` (its BDF history, GMRES's orthogonalisation,
+the preconditioner, its error test, the callbacks' copies on the ``m d``-long state and the
+stepping loop's work per step). Measured 2.5 ms per call at m d = 131,072 (d = 2048, m = 64)
+and 5.1 ms at 262,144 (d = 2048, m = 128), where an RK45 evaluation costs 2.2 and 5.5 ms, and
+0.06–0.08 ms at 2,048 (d = 128, m = 16), one thread."""
 CVODE_CALLS_PER_EVALUATION = 1.17
 """Calls (right-hand sides and products) per evaluation priced at :data:`JVP_COST`:
 ``(1 + q)/(1 + 0.8 q)`` for ``q`` products per evaluation, measured 1.16–1.2 on the flows of
@@ -579,7 +581,7 @@ CVODE_CALLS_PER_EVALUATION = 1.17
 def cvode_call_work(m: int, d: int) -> float:
     """CVODE's own work per call, in gradient evaluations of the same shape:
     ``(160 m d + 6.5·10⁵) / evaluation_work(m, d)`` (:data:`CVODE_CALL_PER_COORDINATE`);
-    0.70 at d = 2048, m = 64, 0.39 at d = 512, m = 256, 0.66 at d = 256, m = 64."""
+    1.13 at d = 2048, m = 64, 0.62 at d = 512, m = 256, 0.99 at d = 256, m = 64."""
     return (CVODE_CALL_PER_COORDINATE * m * d + CVODE_CALL_FIXED) / evaluation_work(m, d)
 
 
