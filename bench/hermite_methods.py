@@ -22,9 +22,9 @@ gradient (and CVODE's right-hand side, which keeps what the product reuses, at i
 measured cost, plus the set-up of one linearisation per evaluation, an upper bound;
 RK45+CVODE's evaluations, all by that right-hand side, at its cost and its counted
 linearisations ``nlin`` at theirs; a dense Jacobian of BDF/LSODA at ``m·d`` products, its
-factorisation unpriced); ``sw`` the hand-overs between RK45 and CVODE and ``t_stiff`` the
-time CVODE integrated;
-the ratio of RK45's priced evaluations to the method's; wall seconds and their ratio; and
+factorisation unpriced; CVODE's preconditioner, ``O(m·d)`` per set-up and solve, unpriced);
+``sw`` the hand-overs between RK45 and CVODE and ``t_stiff`` the time CVODE integrated; the
+ratio of RK45's priced evaluations to the method's; wall seconds and their ratio; and
 against the reference: the same set of recovered teachers, the largest relative error of a
 recovery time and of the loss at an output time up to the earlier stop of the two, and
 ``ok`` when those are within 0.5% and
