@@ -580,7 +580,7 @@ CVODE_CALLS_PER_EVALUATION = 1.17
 
 def cvode_call_work(m: int, d: int) -> float:
     """CVODE's own work per call, in gradient evaluations of the same shape:
-    ``(160 m d + 6.5·10⁵) / evaluation_work(m, d)`` (:data:`CVODE_CALL_PER_COORDINATE`);
+    ``(260 m d + 6.5·10⁵) / evaluation_work(m, d)`` (:data:`CVODE_CALL_PER_COORDINATE`);
     1.13 at d = 2048, m = 64, 0.62 at d = 512, m = 256, 0.99 at d = 256, m = 64."""
     return (CVODE_CALL_PER_COORDINATE * m * d + CVODE_CALL_FIXED) / evaluation_work(m, d)
 
