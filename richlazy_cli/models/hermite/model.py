@@ -551,8 +551,8 @@ def expected_evaluations(values: Mapping[str, Any]) -> float:
 
 CVODE_FIXED, CVODE_PER_TEACHER = 1500.0, 65.0
 """CVODE's gradient evaluations at ``rtol = 1e-8`` for the search and the escapes: a fixed
-part and a part per teacher the greedy theory recovers before the flow ends
-(:func:`expected_cvode_evaluations`)."""
+part and a part per isolated escape of the teachers the greedy theory recovers before the
+flow ends (:func:`expected_cvode_evaluations`, :func:`shared_escapes`)."""
 JVP_COST = 0.8
 """One Hessian–vector product of :class:`._linear.FlowOperators` in gradient evaluations
 (bench/hermite_methods.py measures 0.6–0.9 at d = 256–2048, m = 64–256, one thread); CVODE
@@ -578,6 +578,31 @@ CVODE_CALLS_PER_EVALUATION = 1.17
 :data:`CVODE_CALL_PER_COORDINATE` and on d = 128, P = 32, m = 16."""
 
 
+ESCAPE_WINDOW = 0.055
+"""The width of an escape's window, relative to its recovery time ``t_p``, over which CVODE's
+steps are set by that escape's accuracy (:func:`shared_escapes`): fitted on
+jobs/ren-fig2-medium.toml's m = 512 (d = 512, P = 256), whose 216 escapes in
+``t = 200–2400`` cost CVODE about 20 priced evaluations each, a sixth of an isolated one's,
+on the greedy theory's times (docs/hermite.md, "The dry run's model")."""
+
+
+def shared_escapes(times: np.ndarray, after: float) -> float:
+    """The escapes after ``after`` counted in isolated ones: with ``t_1 ≤ t_2 ≤ …`` the finite
+    recovery times, each counts ``min(1, (t_i − t_{i−1}) / (β t_i))``, ``β`` =
+    :data:`ESCAPE_WINDOW` (the first counts 1). An escape's steps are set by accuracy over a
+    window of about ``β t_i``, the escape's own time scale (the overlap's blow-up and the
+    convergence after it both scale as ``1/a_p``, as ``t_i`` does); escapes closer together
+    than that share CVODE's steps, so a dense stretch costs about ``1/β`` isolated escapes per
+    e-fold of time, whatever the count in it."""
+    order = np.sort(np.asarray(times, dtype=float)[np.isfinite(times)])
+    if order.size == 0:
+        return 0.0
+    gaps = np.diff(order, prepend=-np.inf)
+    window = ESCAPE_WINDOW * np.maximum(order, np.finfo(float).tiny)
+    share = np.minimum(1.0, gaps / window)
+    return float(share[order > after].sum())
+
+
 def cvode_call_work(m: int, d: int) -> float:
     """CVODE's own work per call, in gradient evaluations of the same shape:
     ``(260 m d + 6.5·10⁵) / evaluation_work(m, d)`` (:data:`CVODE_CALL_PER_COORDINATE`);
@@ -587,26 +612,27 @@ def cvode_call_work(m: int, d: int) -> float:
 
 def expected_cvode_evaluations(values: Mapping[str, Any]) -> float:
     """CVODE's work on a ``solve`` configuration in gradient evaluations (:func:`_cvode_work`)
-    from ``t = 0`` to the flow's end, with ``n`` the teachers the greedy theory recovers by
-    then."""
+    from ``t = 0`` to the flow's end, with ``n`` the escapes of the teachers the greedy
+    theory recovers by then, counted in isolated ones (:func:`shared_escapes`)."""
     greedy = _greedy_times(values)
     rtol = float(values.get("rtol") or DEFAULT_RTOL["CVODE"])
     if greedy is None:
         return _cvode_work(values, 0, float(values["t_max"]), rtol)
     times, a = greedy
     t_end = _flow_end(values, times, a)
-    return _cvode_work(values, int(np.count_nonzero(times <= t_end)), t_end, rtol)
+    return _cvode_work(values, shared_escapes(times[times <= t_end], 0.0), t_end, rtol)
 
 
-def _cvode_work(values: Mapping[str, Any], teachers: int, duration: float,
+def _cvode_work(values: Mapping[str, Any], teachers: float, duration: float,
                 rtol: float) -> float:
-    """CVODE's evaluations over ``duration`` units of time with ``teachers`` escapes, a product
-    priced at :data:`JVP_COST` and CVODE's own work per call at :func:`cvode_call_work`::
+    """CVODE's evaluations over ``duration`` units of time with ``teachers`` escapes (counted
+    in isolated ones, :func:`shared_escapes`), a product priced at :data:`JVP_COST` and
+    CVODE's own work per call at :func:`cvode_call_work`::
 
-        [(1 + 1.2 · 0.8)(1500 + 65 n) + 0.03 T] (1e-8/rtol)^{1/5} (1 + 1.17 w)
+        [(1 + 1.2 · 0.8)(1500 + 65 n) + 0.01 T] (1e-8/rtol)^{1/5} (1 + 1.17 w)
 
     with ``w`` the call's work in gradient evaluations. The search and the escapes are priced
-    per teacher (:data:`CVODE_FIXED`), the plateaus per unit of time
+    per isolated escape (:data:`CVODE_FIXED`), the plateaus per unit of time
     (:data:`CVODE_PLATEAU_RATE`)."""
     scale = (1e-8 / rtol) ** 0.2
     priced = ((1.0 + CVODE_PRODUCTS_PER_EVALUATION * JVP_COST)
@@ -625,11 +651,15 @@ def expected_switched_evaluations(values: Mapping[str, Any]) -> float:
     :func:`expected_evaluations`): at ``t_s = t_i + τ``, ``t_i`` the first of the greedy
     theory's recovery times (sorted) followed by a gap longer than ``τ``. RK45's part is its
     own model over ``[0, t_s]`` plus the test's products (5 per 20 steps of 7 evaluations);
-    CVODE's is :func:`_cvode_work` over ``[t_s, t_end]`` with ``n`` the teachers the greedy
-    theory recovers after ``t_s``. Measured against it (docs/hermite.md, "The dry run's
+    CVODE's is :func:`_cvode_work` over ``[t_s, t_end]`` with ``n`` the escapes of the teachers
+    the greedy theory recovers after ``t_s``, counted in isolated ones
+    (:func:`shared_escapes`). Measured against it (docs/hermite.md, "The dry run's
     model"): the short flows of bench/hermite_methods.py (d = 256, P = 128, m = 64,
-    t_max = 7000; hand-over at t ≈ 390–410 by this rule, measured 387 and 460), whose late
-    escapes the greedy theory does not foresee, and the job files' widths."""
+    t_max = 7000; hand-over at t ≈ 373–409 by this rule, measured 409–592), whose late
+    escapes the greedy theory does not foresee, and the job files' widths. Where escapes
+    come closer than ``τ`` for thousands of time units (m = 2P at d ≥ 512) the rule hands
+    over late, on the expensive side: at t ≈ 1,196 and 3,170 where the solver does at 201
+    and 326 (d = 512 and 1024)."""
     greedy = _greedy_times(values)
     stiff_rtol = STIFF_TOLERANCE * float(values.get("rtol") or DEFAULT_RTOL[SWITCHED])
     if greedy is None:
@@ -649,8 +679,8 @@ def expected_switched_evaluations(values: Mapping[str, Any]) -> float:
     t_switch = min(t_end, float(order[gaps[0] if gaps.size else -1]) + tau)
     cost = test * expected_evaluations({**explicit, "t_max": t_switch})
     if t_switch < t_end:
-        cost += _cvode_work(values, int(np.count_nonzero(order > t_switch)),
-                            t_end - t_switch, stiff_rtol)
+        cost += _cvode_work(values, shared_escapes(order, t_switch), t_end - t_switch,
+                            stiff_rtol)
     return cost
 
 

@@ -210,22 +210,51 @@ def own_work(m: int, d: int) -> float:
     return (260.0 * m * d + 6.5e5) / (m * m * d + 160.0 * m * d + 1.3e6)
 
 
+def shared(times: np.ndarray, after: float) -> float:
+    """The escapes after ``after`` in isolated ones, written out: each finite time ``t``,
+    in increasing order, counts ``min(1, (t − previous) / (0.055 t))``."""
+    total, previous = 0.0, -np.inf
+    for t in sorted(float(x) for x in times if np.isfinite(x)):
+        if t > after:
+            total += min(1.0, (t - previous) / (0.055 * t))
+        previous = t
+    return total
+
+
+def test_escapes_closer_than_their_window_share_cvodes_steps() -> None:
+    """Escapes far apart count one each; escapes packed at ``t_i = e^{iε}`` with ``ε ≪ β``
+    count ``(1 − e^{−ε})/β`` each, about ``ln(t_N/t_0)/β`` in all, whatever their number
+    (``shared_escapes``, docs/hermite.md, "The dry run's model")."""
+    assert hermite_model.ESCAPE_WINDOW == 0.055
+    apart = np.array([100.0, 1.0, np.nan, 10.0])
+    assert hermite_model.shared_escapes(apart, 0.0) == 3.0
+    assert hermite_model.shared_escapes(apart, 5.0) == 2.0
+    for eps in (0.002, 0.005):
+        n = round(3.0 / eps)
+        packed = np.exp(eps * np.arange(n + 1))
+        got = hermite_model.shared_escapes(packed, 0.0)
+        assert got == pytest.approx(1.0 + n * (1.0 - np.exp(-eps)) / 0.055, rel=1e-9)
+        assert got == pytest.approx(3.0 / 0.055, rel=0.02)
+        assert got == pytest.approx(shared(packed, 0.0), rel=1e-12)
+    assert hermite_model.shared_escapes(np.array([np.nan]), 0.0) == 0.0
+
+
 def test_the_dry_run_prices_cvode_by_its_own_model() -> None:
     """``[(1 + 1.2·0.8)(1500 + 65 n) + 0.01 t_max](1e-8/rtol)^{1/5}(1 + 1.17 w)`` gradient
-    evaluations, ``n`` the teachers the greedy theory recovers by ``t_max`` (counted here
-    from the pairs) and ``w`` CVODE's own work per call, each evaluation of
-    ``evaluation_work`` plus one per output time."""
-    values = Hermite.resolve("solve", {"d": 64, "P": 16, "m": 8, "t_max": 500.0,
+    evaluations, ``n`` the escapes of the teachers the greedy theory recovers by ``t_max``
+    in isolated ones (counted here from the pairs) and ``w`` CVODE's own work per call, each
+    evaluation of ``evaluation_work`` plus one per output time."""
+    values = Hermite.resolve("solve", {"d": 64, "P": 32, "m": 32, "t_max": 500.0,
                                        "method": "CVODE", "rtol": 1e-7, "n_records": 10})
-    U0 = hermite_model.initial_directions(0, 8, 64)
-    times = hermite_model.greedy_pairs(U0[:, :16], teacher_weights(16, 0.8), H4)[0]
-    n = int(np.count_nonzero(times <= 500.0))
-    assert 0 < n <= 8
+    U0 = hermite_model.initial_directions(0, 32, 64)
+    times = hermite_model.greedy_pairs(U0[:, :32], teacher_weights(32, 0.8), H4)[0]
+    n = shared(times[times <= 500.0], 0.0)
+    assert 0 < n < int(np.count_nonzero(times <= 500.0)) - 5  # some escapes share steps
     expected = ((1.96 * (1500.0 + 65.0 * n) + 0.01 * 500.0) * 10.0 ** -0.2
-                * (1.0 + 1.17 * own_work(8, 64)))
+                * (1.0 + 1.17 * own_work(32, 64)))
     assert hermite_model.expected_cvode_evaluations(values) == pytest.approx(expected, rel=1e-12)
     cost = Hermite.footprint("solve", values).cost
-    assert cost == pytest.approx((expected + 11) * hermite_model.evaluation_work(8, 64) * 1e-9,
+    assert cost == pytest.approx((expected + 11) * hermite_model.evaluation_work(32, 64) * 1e-9,
                                  rel=1e-12)
 
 
@@ -254,7 +283,7 @@ def test_the_dry_run_prices_rk45_cvode_as_rk45_up_to_the_hand_over_then_cvode() 
     ``t_i`` the first greedy recovery time followed by a gap longer than ``τ``), with the
     stiffness test's products (5 at 0.8 per 140 evaluations), then CVODE's
     ``[1.96 (1500 + 65 n) + 0.01 (t_max - t_s)](1 + 1.17 w)`` at rtol 1e-8 for the ``n``
-    teachers recovered after ``t_s``, ``w`` its own work per call."""
+    escapes after ``t_s`` in isolated ones, ``w`` its own work per call."""
     values = Hermite.resolve("solve", {"d": 64, "P": 16, "m": 8, "t_max": 500.0, "beta": 1.5,
                                        "method": "RK45+CVODE", "n_records": 10})
     assert values["rtol"] == 1e-7
@@ -265,7 +294,7 @@ def test_the_dry_run_prices_rk45_cvode_as_rk45_up_to_the_hand_over_then_cvode() 
     times = np.sort(greedy[learned])
     tau = 2 * 20 * 3.0 / (4.0 * a[learned].max())
     t_s = next((t for t, nxt in itertools.pairwise(times) if nxt - t > tau), times[-1]) + tau
-    late = int(np.count_nonzero(times > t_s))
+    late = shared(times, t_s)
     assert 0 < t_s < 500.0 and late > 0  # both parts priced
     rk45 = hermite_model.expected_evaluations({**values, "method": "RK45", "t_max": t_s})
     cvode = (1.96 * (1500.0 + 65.0 * late) + 0.01 * (500.0 - t_s)) * (1 + 1.17 * own_work(8, 64))
