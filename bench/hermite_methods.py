@@ -5,8 +5,8 @@ Run: ``python bench/hermite_methods.py --quick [--jobs 2] [--methods RK45,CVODE,
 references; ``--jobs`` solves that many at once, in worker processes; ``--methods`` the
 methods beside the reference, RK45 always among them). ``--ren-width`` runs the widths of
 jobs/ren-width.toml (seed 0) instead, ``--medium`` those of jobs/ren-fig2-medium.toml, and
-``--full`` all three sets (about 1.5–2 hours with ``--jobs 2``); each set ends with a line of
-totals per method.
+``--full`` all three sets (about 65 minutes with ``--jobs 2`` on two cores); each set ends
+with a line of totals per method.
 
 Each flow is ``solve hermite`` with d = 256, P = 128, k = 4, β = 0.8, σ0 = 0.01, m = 64,
 t_max = 7000, decades = 4, n_records = 100 and one seed, integrated by RK45 and DOP853
