@@ -623,20 +623,20 @@ def expected_cvode_evaluations(values: Mapping[str, Any]) -> float:
     return _cvode_work(values, shared_escapes(times[times <= t_end], 0.0), t_end, rtol)
 
 
-def _cvode_work(values: Mapping[str, Any], teachers: float, duration: float,
+def _cvode_work(values: Mapping[str, Any], escapes: float, duration: float,
                 rtol: float) -> float:
-    """CVODE's evaluations over ``duration`` units of time with ``teachers`` escapes (counted
-    in isolated ones, :func:`shared_escapes`), a product priced at :data:`JVP_COST` and
-    CVODE's own work per call at :func:`cvode_call_work`::
+    """CVODE's evaluations over ``duration`` units of time with ``n = escapes``, the escapes
+    counted in isolated ones (:func:`shared_escapes`), a product priced at :data:`JVP_COST`
+    and CVODE's own work per call at :func:`cvode_call_work`::
 
         [(1 + 1.2 · 0.8)(1500 + 65 n) + 0.01 T] (1e-8/rtol)^{1/5} (1 + 1.17 w)
 
-    with ``w`` the call's work in gradient evaluations. The search and the escapes are priced
-    per isolated escape (:data:`CVODE_FIXED`), the plateaus per unit of time
+    with ``w`` the call's work in gradient evaluations. The search is priced once and the
+    escapes per isolated one (:data:`CVODE_FIXED`), the plateaus per unit of time
     (:data:`CVODE_PLATEAU_RATE`)."""
     scale = (1e-8 / rtol) ** 0.2
     priced = ((1.0 + CVODE_PRODUCTS_PER_EVALUATION * JVP_COST)
-              * (CVODE_FIXED + CVODE_PER_TEACHER * teachers) + CVODE_PLATEAU_RATE * duration)
+              * (CVODE_FIXED + CVODE_PER_TEACHER * escapes) + CVODE_PLATEAU_RATE * duration)
     own = cvode_call_work(int(values["m"]), reduced_size(values))
     return priced * scale * (1.0 + CVODE_CALLS_PER_EVALUATION * own)
 
