@@ -1,14 +1,17 @@
 """How far the stored references move on other kinds of machine, emulated on this one.
 
-Computes the outputs that ``tests/data/contract_reference.npz`` and ``tests/data/hermite_flow.npz``
-store, once natively and once under each emulated kind of machine of :data:`KINDS` (each
-library told to choose the kernels another CPU would get: OpenBLAS's core type, torch's ATen
+Computes the outputs that ``tests/data/contract_reference.npz``, ``tests/data/hermite_flow.npz``
+and ``tests/data/hermite_cvode.npz`` store (the last only where scikit-sundae is installed),
+once natively and once under each emulated kind of machine of :data:`KINDS` (each library
+told to choose the kernels another CPU would get: OpenBLAS's core type, torch's ATen
 capability, NumPy's dispatched features, numba's target CPU), and prints, per variable, the
 largest difference from the native outputs, relative to the variable's scale (its largest
 finite magnitude). ``--against FILE.npz`` compares a stored reference recorded elsewhere too.
 ``--json OUT`` writes the table (``tests/data/reference_spread.json``), which the tolerances
-of ``tests/models/test_contract_reference.py`` and ``tests/models/hermite/test_hermite_flow.py``
-cite.
+of ``tests/models/test_contract_reference.py``, ``tests/models/hermite/test_hermite_flow.py``
+and ``tests/models/hermite/test_hermite_cvode_reference.py`` cite; an existing file keeps its
+other rows and columns (stored references compared earlier) and has the measured ones
+replaced.
 
 Run: ``PYTHONPATH=. .venv/bin/python scripts/reference_spread.py [--against OLD.npz]
 [--json OUT]`` (about a minute a kind on 2 cores).
@@ -38,11 +41,16 @@ KINDS: dict[str, dict[str, str]] = {
 """Two other kinds of x86-64 machine: an AVX2 one (Haswell to Zen 3) and one with no vector
 extension past SSE4.2."""
 CHILD = """
-import sys, numpy as np
-from tests import record_contract, record_hermite_flow
+import importlib.util, sys, numpy as np
+from tests import record_contract, record_hermite_cvode, record_hermite_flow
+cvode = (record_hermite_cvode.outputs() if importlib.util.find_spec("sksundae") else {})
 np.savez(sys.argv[1], **{f"contract:{k}": v for k, v in record_contract.outputs().items()},
-         **{f"hermite_flow:{k}": v for k, v in record_hermite_flow.outputs().items()})
+         **{f"hermite_flow:{k}": v for k, v in record_hermite_flow.outputs().items()},
+         **{f"hermite_cvode:{k}": v for k, v in cvode.items()})
 """
+PREFIX = {"contract_reference": "contract:", "hermite_flow": "hermite_flow:",
+          "hermite_cvode": "hermite_cvode:"}
+"""The key prefix of each stored reference's outputs, by file stem."""
 
 
 def outputs(env: dict[str, str], out: Path) -> dict[str, np.ndarray]:
@@ -105,9 +113,10 @@ def main() -> None:
         tables = {kind: spread(native, outputs(env, Path(tmp) / f"{kind}.npz"))
                   for kind, env in KINDS.items()}
     for path in args.against:
-        prefix = "hermite_flow:" if "hermite" in path.name else "contract:"
+        prefix = next((p for stem, p in PREFIX.items() if path.stem.startswith(stem)),
+                      "contract:")
         with np.load(path) as data:
-            stored = {f"{prefix}{k}": data[k] for k in data.files}
+            stored = {f"{prefix}{k}": data[k] for k in data.files if k != "solver"}
         tables[path.name] = spread({k: native[k] for k in stored if k in native}, stored)
     groups = sorted({g for t in tables.values() for g in t})
     kinds = list(tables)
@@ -124,10 +133,13 @@ def main() -> None:
                 cells.append(f"{row['relative']:14.2e}")
         print(f"{g[:70]:70s} " + " ".join(cells))
     if args.json:
-        args.json.write_text(json.dumps(
-            {"kinds": {k: KINDS.get(k, {"stored reference": k}) for k in kinds},
-             "spread": {g: {k: tables[k][g] for k in kinds if g in tables[k]} for g in groups}},
-            indent=1, sort_keys=True) + "\n")
+        table = json.loads(args.json.read_text()) if args.json.exists() else {}
+        table.setdefault("kinds", {}).update(
+            {k: KINDS.get(k, {"stored reference": k}) for k in kinds})
+        rows = table.setdefault("spread", {})
+        for g in groups:
+            rows.setdefault(g, {}).update({k: tables[k][g] for k in kinds if g in tables[k]})
+        args.json.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
