@@ -229,6 +229,11 @@ class Model:
     result file still reads. A result records the parameter's own name, never the older one.
     The families' older names of what a run records (``n_times``, ``checkpoints``, ...) are
     declared here (:data:`RECORD_VOCABULARY`, docs/engine.md, "Records")."""
+    overrides: ClassVar[dict[str, tuple[str, ...]]] = {}
+    """Parameters that, given, set others: name → the parameters whose values it replaces
+    (hermite's explicit teacher weights ``a`` replace the power law's ``beta``). Giving or
+    sweeping both is refused (:func:`enter`), since the replaced value would be computed over
+    and the result would label its points by values they did not use."""
     implementation_aliases: ClassVar[dict[str, dict[str, dict[str, tuple[str, ...]]]]] = {}
     """Older, deprecated parameters that chose the implementation: per action, parameter →
     value → the implementations that value allows (the first that does the action is
@@ -546,7 +551,8 @@ def enter(model: type[Model], action: str, params: Mapping[str, Any], *,
 
     1. :meth:`Model.given`: the defaults overlaid with ``params``, each parsed or coerced
        (an older name under its parameter's name, deprecated);
-    2. a parameter both given and ``swept`` (the grid's parameter names) is refused;
+    2. a parameter both given and ``swept`` (the grid's parameter names) is refused, and so
+       is one given or swept beside a parameter that replaces it (:attr:`Model.overrides`);
     3. :meth:`Model.prepare`, the one validation step: without a grid once, in place, on the
        values; with one, ``prepare_cases(values)`` runs it once per distinct case of the
        grid over them (the engine's :class:`~richlazy_cli.engine.validate.CaseTree`) and
@@ -563,6 +569,13 @@ def enter(model: type[Model], action: str, params: Mapping[str, Any], *,
     for name in swept:
         if name in given:
             raise BadInput(f"parameter {name} is both fixed (-p) and swept (-g)")
+    named = given | set(swept)
+    for name, replaced in model.overrides.items():
+        if name in swept or (name in given and values.get(name) is not None):
+            for other in replaced:
+                if other in named:
+                    raise BadInput(f"parameter {other}: {name} replaces it (give one of "
+                                   f"{name} and {other}, not both)")
     if prepare_cases is None:
         model.prepare(action, values)
         return Entry(values)
@@ -664,7 +677,8 @@ def check_contract(cls: type[Model]) -> None:
     The rules: the class attributes of :data:`_REQUIRED` are declared, with those types; every
     listed action is one of :data:`ACTIONS` and is implemented (overridden, not the base
     class's, or named by every implementation row that lists it, a method name naming a
-    method of the model); parameter names are unique; every default passes its own
+    method of the model); parameter names are unique, and :attr:`Model.overrides` names only
+    parameters; every default passes its own
     :meth:`Param.coerce`; ``examples`` gives every listed action (and nothing else) at
     least one example, each a dict of known parameter names that passes
     :meth:`Model.resolve`.
@@ -713,6 +727,10 @@ def check_contract(cls: type[Model]) -> None:
             p.coerce(p.default)
         except BadInput as exc:
             refuse(f"the default of parameter {p.name!r} fails its own validation ({exc})")
+    for name, replaced in cls.overrides.items():
+        unknown = [n for n in (name, *replaced) if n not in names]
+        if unknown:
+            refuse(f"overrides names {unknown[0]!r}, which is no parameter")
     for alias, targets in cls.aliases.items():
         if alias in names:
             refuse(f"the alias {alias!r} is also a parameter's name")

@@ -212,3 +212,37 @@ def test_a_million_points_are_checked_without_building_them(monkeypatch) -> None
         kept, fresh = job.checked_values([flat])[0], prepared_afresh(job, flat)
         assert kept.keys() == fresh.keys()
         assert all(np.array_equal(np.asarray(kept[k]), np.asarray(fresh[k])) for k in kept)
+
+
+REPLACED = [
+    ("single-neuron", "solve", {"a0": "1", "w0": "1,0", "t_max": "2"}, [("delta", "-1,0,1")],
+     "parameter delta: a0 replaces it"),
+    ("single-neuron", "solve", {"alpha": "0.1", "s": "0.5"}, [("delta", "-1,1")],
+     "parameter delta: alpha replaces it"),
+    ("single-neuron", "solve", {"delta": "5", "a0": "1", "w0": "1,0"}, [],
+     "parameter delta: a0 replaces it"),
+    ("hermite", "solve", {"a": "1,0.5", "P": "2", "d": "4", "m": "2"}, [("beta", "0.5,1")],
+     "parameter beta: a replaces it"),
+    ("hermite", "solve", {"P": "2", "d": "4", "m": "2", "beta": "1"}, [("a", "1,0.5")],
+     "parameter beta: a replaces it"),
+    ("two-layer", "train", {"records": "0,5,20"}, [("n_records", "3,5")],
+     "parameter n_records: records replaces it"),
+]
+
+
+@pytest.mark.parametrize(("model", "action", "params", "grid", "message"), REPLACED)
+def test_a_parameter_beside_one_that_replaces_it_is_refused(
+        model: str, action: str, params: dict[str, str], grid: list[tuple[str, str]],
+        message: str) -> None:
+    """Given or swept beside the parameter that replaces it (``Model.overrides``), a value
+    would be computed over: every point of a sweep over it would compute the same thing
+    under different labels, so the job is refused before anything runs."""
+    with pytest.raises(BadInput, match=message):
+        Job.build(model, action, params, grid)
+
+
+def test_the_replacing_parameter_alone_runs_as_before() -> None:
+    job = Job.build("single-neuron", "solve", {"a0": "1", "w0": "1,0", "n_records": "3"},
+                    [("eta_a", "0.5,1")])
+    deltas = [job.checked_values([flat])[0]["delta"] for flat in range(job.grid.size)]
+    assert deltas == [1.0 - 0.5, 1.0 - 1.0]  # δ = η_w a0² − η_a |w0|², derived per point

@@ -273,6 +273,8 @@ BROKEN = {
         _variant(params=(*_Good.params, Param("x", "int", 0, "again"))),
         "'x' is declared twice",
     ),
+    "override of an unknown parameter": (
+        _variant(overrides={"x": ("nn",)}), "overrides names 'nn', which is no parameter"),
     "bad default": (
         _variant(params=(Param("x", "float", -1.0, "a number", low=0.0),)),
         "default of parameter 'x' fails its own validation",

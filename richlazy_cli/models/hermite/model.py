@@ -978,6 +978,7 @@ class Hermite(Model):
         "checkpoints": {"solve": "n_records", "train": "n_records"},
     }
     """The older name of the record count (docs/engine.md, "Records")."""
+    overrides: ClassVar[dict[str, tuple[str, ...]]] = {"a": ("beta",)}
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
             {"d": 10, "P": 3, "m": 4, "t_max": 30.0, "n_records": 15, "sigma0": 0.05},

@@ -590,6 +590,8 @@ class SingleNeuron(Model):
     )
     aliases: ClassVar[dict[str, dict[str, str]]] = {"n_times": {"solve": "n_records"}}
     """The older name of the record count (docs/engine.md, "Records")."""
+    overrides: ClassVar[dict[str, tuple[str, ...]]] = {
+        "a0": ("delta", "beta0"), "w0": ("delta", "beta0"), "alpha": ("delta",)}
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "solve": (
             {"delta": 1.0, "t_max": 2.0, "n_records": 11},

@@ -171,6 +171,7 @@ class TwoLayer(Model):
         "checkpoints": {"train": "records"},
     }
     """The older names of the record count and points (docs/engine.md, "Records")."""
+    overrides: ClassVar[dict[str, tuple[str, ...]]] = {"records": ("n_records",)}
     examples: ClassVar[dict[str, tuple[dict[str, Any], ...]]] = {
         "train": (
             {"d": 5, "h": 4, "k": 2, "n": 12, "n_test": 20, "steps": 20, "n_records": 4,

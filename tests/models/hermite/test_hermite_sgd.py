@@ -180,7 +180,9 @@ def test_stiff_limit_message_names_size_and_limit() -> None:
         Hermite.resolve("solve", {"method": "LSODA", "m": 32, "d": 256})
     Hermite.resolve("solve", {"method": "BDF", "m": 16, "d": 256})  # 4096: allowed
     Hermite.resolve("solve", {"beta": 0.0, "P": 1})  # one teacher: β is irrelevant
-    Hermite.resolve("solve", {"beta": 0.0, "P": 3, "a": [0.5, 0.5, 0.5]})
+    Hermite.resolve("solve", {"P": 3, "a": [0.5, 0.5, 0.5]})  # explicit weights, no β
+    with pytest.raises(BadInput, match="parameter beta: a replaces it"):
+        Hermite.resolve("solve", {"beta": 0.0, "P": 3, "a": [0.5, 0.5, 0.5]})
 
 
 # -- SGD ≈ GF at CI size (docs/hermite-sgd.md, eq. (6)) ---------------------------------------

@@ -370,7 +370,8 @@ BAD_FC = [
     (["-p", "alpha=0.1"], "alpha"),
     (["-p", "alpha=0.1", "-p", "s=1"], "parameter s"),
     (["-p", "alpha=0.1", "-p", "s=0.5", "-p", "a0=1", "-p", "w0=1,0"], "alpha"),
-    (["-p", "alpha=0.1", "-p", "s=0.5", "-p", "beta0=0,0", "-p", "delta=1"], "beta0"),
+    (["-p", "alpha=0.1", "-p", "s=0.5", "-p", "beta0=0,0"], "beta0"),
+    (["-p", "alpha=0.1", "-p", "s=0.5", "-p", "delta=1"], "parameter delta: alpha replaces it"),
 ]
 
 

@@ -450,14 +450,18 @@ def test_bad_input(given: dict[str, Any], fragment: str) -> None:
 
 
 def test_good_inputs_and_derived_values() -> None:
-    """beta0 = 0 with delta > 0 is fine (a0 = sqrt(delta/eta_w), w0 = 0); given a0, w0 the
-    derived delta and beta0 replace the given ones; whitened X with exact is accepted."""
+    """beta0 = 0 with delta > 0 is fine (a0 = sqrt(delta/eta_w), w0 = 0); given a0, w0,
+    delta and beta0 are derived from them (and giving either beside them is refused, so that
+    no result records a value it did not use); whitened X with exact is accepted."""
     v = SingleNeuron.resolve("solve", dict(beta0=[0.0, 0.0], delta=2.0, method="exact"))
     ds = SingleNeuron().solve(Batch.from_points(SingleNeuron, [v]))
     assert float(ds["a"].isel(point=0, method=0, time=0)) == pytest.approx(np.sqrt(2.0))
-    v = SingleNeuron.resolve("solve", dict(a0=2.0, w0=[1.0, 1.0], delta=99.0, eta_a=0.5))
+    v = SingleNeuron.resolve("solve", dict(a0=2.0, w0=[1.0, 1.0], eta_a=0.5))
     assert v["delta"] == pytest.approx(4.0 - 0.5 * 2.0)
     np.testing.assert_array_equal(v["beta0"], [2.0, 2.0])
+    for given in (dict(delta=99.0), dict(beta0=[1.0, 0.0])):
+        with pytest.raises(BadInput, match="a0 replaces it"):
+            SingleNeuron.resolve("solve", dict(a0=2.0, w0=[1.0, 1.0], **given))
     SingleNeuron.resolve("solve", dict(X=[[0.0, 1.0], [1.0, 0.0]], y=[1.0, 2.0]))
     assert SingleNeuron.footprint("solve", SingleNeuron.resolve("solve", {})).cost >= 1.0
 
