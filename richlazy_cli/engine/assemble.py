@@ -195,7 +195,7 @@ class Assembler:
                 return
         values = self.point_coords.get(name)
         if values is None:  # first difference: earlier points all had `known`
-            kind = known.dtype if known.dtype.kind in "fc" else object
+            kind = known.dtype if known.dtype.kind in "fci" else object
             values = np.full((self.size, known.shape[0]), _fill_value(np.dtype(kind)), kind)
             if kind is object:
                 values[:] = ""

@@ -224,3 +224,19 @@ def test_swept_parameter_that_changes_a_dimension_length_is_padded(tmp_path, cli
         times = ds["time_values"].sel(n_records=11).values
         assert np.isnan(times[11:]).all() and np.isfinite(times[:11]).all()
     assert cli("store", "verify", out).code == 0
+
+
+def test_integer_steps_that_differ_between_points_stay_integers(tmp_path, cli) -> None:
+    """hermite train, n_records = 1, 2: each point's steps are kept in step_values as
+    integers, padded with −1 (the fill value of an integer), not turned into text."""
+    out = tmp_path / "steps.h5"
+    result = cli("sweep", "train", "hermite", "-p", "d=6", "-p", "P=2", "-p", "m=3",
+                 "-p", "steps=10", "-p", "lr=0.01", "-g", "n_records=1,2", "--jobs", "1",
+                 "-q", "-o", out)
+    assert result.code == 0, result.err
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        steps = ds["step_values"]
+        assert steps.dtype.kind == "i"
+        np.testing.assert_array_equal(steps.sel(n_records=1).values, [0, 10, -1])
+        np.testing.assert_array_equal(steps.sel(n_records=2).values, [0, 1, 10])
+    assert cli("store", "verify", out).code == 0
