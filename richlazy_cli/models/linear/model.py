@@ -699,10 +699,12 @@ class Linear(Model):
             Ws0, A0 = self._init(pt, data)
             ok = self._numeric_flow(pt, data, Ws0, A0, times, beta[i, 0], kd[i], ddrift[i],
                                     ldrift[i])
-            status[i] = 0 if ok else 1
             if M == 2:
                 self._theory_flow(pt, data, end_to_end(Ws0, A0), times, beta[i, 1])
             loss[i] = data.loss(beta[i])
+            # the numeric rows decide the status: the theory's are NaN where no closed
+            # function-space flow holds (their nan_meaning), which is no divergence
+            status[i] = 0 if ok and np.isfinite(loss[i, 0]).all() else 1
             if progress is not None:
                 progress((i + 1) / B)
         sv = np.linalg.svd(np.nan_to_num(beta), compute_uv=False)
@@ -711,6 +713,11 @@ class Linear(Model):
             "time", times, {"long_name": "gradient-flow time", "units": "time"}, methods,
             loss, beta, sv, kd, ddrift, ldrift if depth > 1 else None, status,
         )
+        if M == 2:
+            for name in ("loss", "beta", "singular_values"):
+                ds[name].attrs["nan_meaning"] = (
+                    "method = theory: no closed function-space flow holds for this delta, h, "
+                    "c and d (docs/linear.md); the numeric rows' failures set status")
         ds["beta_star"] = _teacher_variable(teacher)
         return ds
 

@@ -507,3 +507,19 @@ def test_cli_end_to_end(tmp_path: Path, cli: Any) -> None:
     bad = cli(*args, "-p", "c=1", "-p", "delta=0.5", "-o", str(tmp_path / "bad.h5"))
     assert bad.code == 2 and "h <= c" in bad.err
     assert len(bad.err.strip().splitlines()) == 1
+
+
+def test_a_configuration_without_a_closed_theory_flow_is_not_diverged() -> None:
+    """δ > 0 with h < c (and δ < 0 with h < d) has no closed function-space flow at depth 1:
+    its theory rows are NaN, said by their ``nan_meaning``, so the engine does not count them
+    as a divergence, and the model's status is ok because the numeric flow is finite
+    (docs/linear.md)."""
+    from richlazy_cli.engine.chunk import _non_finite
+
+    for delta, h, c in ((1.0, 2, 3), (-1.0, 2, 1)):
+        ds = run("solve", [dict(d=5, h=h, c=c, delta=delta, t_max=1.0, n_records=3)])
+        assert int(ds.status[0]) == 0 and not _non_finite(ds.drop_vars("status"))
+        assert list(ds.method.values) == ["numeric", "theory"]
+        assert np.isfinite(ds.loss.isel(method=0)).all()
+        assert np.isnan(ds.loss.isel(method=1)).all()
+        assert "no closed function-space flow" in ds.loss.attrs["nan_meaning"]

@@ -494,3 +494,19 @@ def test_cli_bad_input_one_line(cli: Any, tmp_path: Any) -> None:
         lines = [line for line in res.err.splitlines() if line.strip()]
         assert len(lines) == 1 and "parameter" in lines[0]
         assert not out.exists()
+
+
+def test_a_start_at_beta0_zero_is_not_diverged() -> None:
+    """beta0 = 0 with δ > 0 starts at w = 0, where φ = cos(w, β*) has no value: φ is NaN at
+    t = 0 only, said by its ``nan_meaning``, so the engine does not count it as a divergence
+    (the loss converges)."""
+    from richlazy_cli.engine.chunk import _non_finite
+
+    v = SingleNeuron.resolve("solve", dict(beta0=[0.0, 0.0], delta=1.0, t_max=5.0,
+                                           n_records=2))
+    ds = SingleNeuron().solve(Batch.from_points(SingleNeuron, [v]))
+    assert not _non_finite(ds)
+    phi = ds.phi.values
+    assert np.isnan(phi[..., 0]).all() and np.isfinite(phi[..., 1:]).all()
+    assert "nan_meaning" in ds.phi.attrs
+    assert float(ds.loss.isel(time=-1).max()) < 1e-6
