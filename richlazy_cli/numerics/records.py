@@ -26,8 +26,8 @@ def record_grid(last: float, count: int, *, first: float | None = None,
     integers) to ``last``; ``linear`` evenly from 0, so ``count + 1`` points in all with 0
     included. Every grid with ``count ≥ 1`` ends at ``last``, so a run's horizon is its
     grid's last point: a ``log`` grid of one point is ``last`` alone (not ``first``).
-    ``with_last`` appends ``last`` to an integer grid's ``count`` points from 1 (a ``count``
-    of 1 then gives ``0, 1, last``). A run of length 0 records step 0 only.
+    ``with_last`` appends ``last`` to an integer grid whatever ``count`` (so a ``count`` of 0
+    gives ``0, last``). A run of length 0 records step 0 only.
     """
     if explicit is not None:
         return np.unique(np.asarray(explicit, dtype=np.int64))
@@ -43,14 +43,13 @@ def record_grid(last: float, count: int, *, first: float | None = None,
         return np.concatenate([[0.0], _geometric(start, last, count)])
     if last == 0:
         return np.zeros(1, dtype=np.int64)
-    spaced = np.geomspace if with_last else _geometric
-    logs = np.round(spaced(1 if first is None else first, last, count)).astype(np.int64)
+    logs = np.round(_geometric(1 if first is None else first, last, count)).astype(np.int64)
     return np.unique(np.concatenate([[0], logs, [last] if with_last else []]).astype(np.int64))
 
 
 def _geometric(start: float, last: float, count: int) -> np.ndarray:
     """``count`` points geometrically from ``start`` to ``last``, the last one ``last``
     (``np.geomspace`` of one point gives ``start``)."""
-    if count == 1:
-        return np.array([last], dtype=np.float64)
+    if count <= 1:
+        return np.full(count, last, dtype=np.float64)
     return np.geomspace(start, last, count)

@@ -28,8 +28,11 @@ def test_a_log_step_grid_ends_at_the_last_step(count: int) -> None:
     assert np.all(np.diff(grid) > 0)
 
 
-def test_with_last_appends_the_last_step_to_the_points_from_one() -> None:
-    assert list(record_grid(5, 1, with_last=True)) == [0, 1, 5]
+def test_with_last_ends_at_the_last_step_whatever_the_count() -> None:
+    """The families that record ``0``, log-spaced points and the last (rhm, two-layer) ask
+    ``n_records − 1`` points: ``n_records`` points in all, 2 of them at ``n_records = 2``."""
+    assert list(record_grid(5, 0, with_last=True)) == [0, 5]
+    assert list(record_grid(5, 1, with_last=True)) == [0, 5]
     assert list(record_grid(100, 3, with_last=True)) == [0, 1, 10, 100]
 
 
@@ -43,3 +46,12 @@ def test_hermite_with_one_record_still_runs_to_its_horizon() -> None:
                                       "batch": 2})
     sgd = Hermite().train(Batch.from_points(Hermite, [train]))
     assert list(sgd.step.values) == [0, 120] and int(sgd.steps_run[0]) == 120
+
+
+def test_rhm_and_two_layer_record_as_many_points_as_asked() -> None:
+    from richlazy_cli.models.rhm.model import checkpoint_epochs
+    from richlazy_cli.models.two_layer.model import checkpoint_steps
+
+    for n in (2, 3, 5):
+        assert checkpoint_epochs(300, n).size == n and checkpoint_epochs(300, n)[-1] == 300
+        assert checkpoint_steps(300, n, None).size == n

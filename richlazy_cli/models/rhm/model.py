@@ -182,7 +182,7 @@ class RHM(Model):
         short = min(epochs, max(2, math.ceil(epochs / 10)))
         records = checkpoint_epochs(epochs, int(values["n_records"])).size
         return {**values, "epochs": short,
-                "n_records": max(2, round(records * short / epochs))}
+                "n_records": max(3, round(records * short / epochs))}
 
     @classmethod
     def _output_bytes(cls, action: str, values: Mapping[str, Any]) -> float | None:
