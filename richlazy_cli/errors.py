@@ -66,6 +66,11 @@ class Status(enum.IntEnum):
         return (status == cls.DIVERGED) | (status == cls.ERROR)  # type: ignore[operator]
 
 
+DIVERGENCE_FACTOR = 1e6
+"""A training run (two-layer, cnn) diverges when its loss exceeds this multiple of its
+initial loss, or is not finite: a loss that large has left the problem whatever its bits."""
+
+
 class ExitCode(enum.IntEnum):
     """The ``richlazy`` process's exit status."""
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..errors import DIVERGENCE_FACTOR
 from ..numerics.kernel_distance import kernel_distance as _finish
 from .nets import Forward
 
@@ -132,3 +133,12 @@ def accuracy(forward: Forward, params: dict[str, Any], X: Any, y: Any,
             logits, _ = forward(params, X[i:i + block])
             right += int((logits.argmax(dim=1) == y[i:i + block]).sum())
     return right / y.shape[0]
+
+
+def diverged(loss: Any, j: int) -> bool:
+    """Whether a run whose recorded training losses are ``loss[0], …, loss[j]`` has diverged
+    at record ``j``: its loss is not finite, or exceeds
+    :data:`~richlazy_cli.errors.DIVERGENCE_FACTOR` times the initial one ``loss[0]`` (the rule
+    two-layer applies too)."""
+    value = float(loss[j])
+    return not math.isfinite(value) or value > DIVERGENCE_FACTOR * float(loss[0])

@@ -97,7 +97,7 @@ def train(splits: Sequence[sources.DataSplit], v: Mapping[str, Any],
                                                                          X[g], y[g])
                 o["test_loss"][j], o["test_acc"][j] = metrics.evaluate(net.forward, mine,
                                                                        Xt[g], yt[g])
-                if not math.isfinite(o["train_loss"][j]):
+                if metrics.diverged(o["train_loss"], j):
                     alive[g] = False
                     continue
                 bits = metrics.activation_bits(net.forward(p64, Xp[g])[1])

@@ -413,7 +413,7 @@ def _train_one(split: sources.DataSplit, v: Mapping[str, Any], p: Mapping[str, A
             p64 = {k: q.detach().to(f64) for k, q in params.items()}
             out["train_loss"][j], out["train_acc"][j] = metrics.evaluate(net.forward, params, X, y)
             out["test_loss"][j], out["test_acc"][j] = metrics.evaluate(net.forward, params, Xt, yt)
-            if not math.isfinite(out["train_loss"][j]):
+            if metrics.diverged(out["train_loss"], j):
                 return False
             bits = metrics.activation_bits(net.forward(p64, Xp)[1])
             out["param_distance"][j], out["rel_param_distance"][j] = metrics.param_distance(

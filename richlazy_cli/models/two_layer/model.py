@@ -48,7 +48,7 @@ import numpy as np
 import xarray as xr
 from threadpoolctl import threadpool_limits
 
-from ...errors import BadInput, Status
+from ...errors import DIVERGENCE_FACTOR, BadInput, Status
 from ...numerics import compute
 from ...numerics.compute import Implementation
 from ...numerics.records import record_grid
@@ -64,8 +64,6 @@ PROBE_GFLOP = 1.0
 """A dry run's probe trains for at least :data:`PROBE_STEPS` steps and as many as this many
 GFLOP of steps (the cost's 4 n d h per step): a fraction of a second on one core."""
 
-DIVERGENCE_FACTOR = 1e6
-"""A configuration diverges when its loss exceeds this multiple of its initial loss."""
 
 _K0_STORE_BYTES = 512 * 2**20
 """Above this many bytes of stored initial-kernel panels per batch, recompute K0 instead."""

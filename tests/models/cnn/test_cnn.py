@@ -88,3 +88,23 @@ def test_distances_grow_more_at_large_alpha_ci_size() -> None:
     assert S[1] > S[0] > 0 and H[1] > H[0] > 0
     assert ds.attrs["kernel"].startswith("trace")
     assert ds.epoch.values[-1] == 30
+
+
+def test_a_loss_that_explodes_without_overflowing_is_a_divergence() -> None:
+    """At lr = 10⁴ the cross-entropy reaches ~7·10²⁵ at the first checkpoint, finite but
+    past DIVERGENCE_FACTOR times its start: the point is marked diverged and NaN after, as
+    two-layer marks it (richlazy_cli/practice/metrics.py, ``diverged``)."""
+    v = CNN.resolve("train", dict(epochs=1, batch=256, probe_fraction=0.01, first_steps=2,
+                                  lr=1e4))
+    ds = CNN().train(Batch.from_points(CNN, [v]))
+    loss = ds.train_loss.values[0]
+    assert int(ds.status[0]) == 1
+    assert np.isfinite(loss[1]) and loss[1] > 1e6 * loss[0] and np.isnan(loss[2:]).all()
+
+
+def test_the_divergence_rule() -> None:
+    from richlazy_cli.practice.metrics import diverged
+
+    loss = np.array([2.0, 1.0, 2e6, 3e6, np.inf])
+    assert [diverged(loss, j) for j in range(5)] == [False, False, False, True, True]
+    assert diverged(np.array([1.0, np.nan]), 1)
