@@ -106,11 +106,13 @@ def loss_and_accuracy(logits: Any, y: Any) -> tuple[float, float]:
 def evaluate(forward: Forward, params: dict[str, Any], X: Any, y: Any,
              block: int = 4096) -> tuple[float, float]:
     """:func:`loss_and_accuracy` over a data set, forward passes in blocks of ``block`` (the
-    accuracy is the exact count of right predictions over n)."""
+    accuracy is the exact count of right predictions over n; NaN where a logit is not finite:
+    such logits hold no prediction)."""
     import torch
 
     total = 0.0
     right = 0
+    finite = True
     n = y.shape[0]
     with torch.no_grad():
         for i in range(0, n, block):
@@ -118,21 +120,24 @@ def evaluate(forward: Forward, params: dict[str, Any], X: Any, y: Any,
             loss, _ = loss_and_accuracy(logits, y[i:i + block])
             total += loss * min(block, n - i)
             right += int((logits.argmax(dim=1) == y[i:i + block]).sum())
-    return total / n, right / n
+            finite = finite and bool(torch.isfinite(logits).all())
+    return total / n, right / n if finite else math.nan
 
 
 def accuracy(forward: Forward, params: dict[str, Any], X: Any, y: Any,
              block: int = 4096) -> float:
     """The accuracy of :func:`evaluate` without the loss (the same forward passes in the same
-    blocks and the same count, hence the same value)."""
+    blocks and the same count, hence the same value; NaN where a logit is not finite)."""
     import torch
 
     right = 0
+    finite = True
     with torch.no_grad():
         for i in range(0, y.shape[0], block):
             logits, _ = forward(params, X[i:i + block])
             right += int((logits.argmax(dim=1) == y[i:i + block]).sum())
-    return right / y.shape[0]
+            finite = finite and bool(torch.isfinite(logits).all())
+    return right / y.shape[0] if finite else math.nan
 
 
 def diverged(loss: Any, j: int) -> bool:

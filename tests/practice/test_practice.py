@@ -303,6 +303,19 @@ def test_accuracy_alone_is_the_accuracy_of_evaluate() -> None:
     assert metrics.evaluate(net.forward, params, X, y, block=97)[1] == right / 1001
 
 
+def test_logits_that_are_not_numbers_predict_nothing() -> None:
+    """A network whose weights overflowed gives NaN logits: their argmax is no prediction, so
+    both accuracies are NaN beside the NaN loss (not the share of the first class)."""
+    net = nets.mlp(12, 8, 2, 5)
+    params = nets.to_torch(net.init(np.random.default_rng(3), 1.0), torch.float32, "cpu")
+    params = {k: torch.full_like(q, float("nan")) for k, q in params.items()}
+    X = torch.tensor(np.random.default_rng(4).standard_normal((100, 12)), dtype=torch.float32)
+    y = torch.zeros(100, dtype=torch.int64)  # argmax of NaN logits is 0: all "right"
+    loss, acc = metrics.evaluate(net.forward, params, X, y, block=30)
+    assert np.isnan(loss) and np.isnan(acc)
+    assert np.isnan(metrics.accuracy(net.forward, params, X, y, block=30))
+
+
 def test_declared_training_set_sizes_are_the_sources_sizes() -> None:
     """``cnn`` declares its output's bytes from these sizes before any data are loaded."""
     for name, n in data.TRAIN_SIZES.items():

@@ -156,7 +156,8 @@ class AdamW:
 def evaluate(P: Mapping[str, Any], A: Any, b: Any, tau: Any, n_heads: int, n_layers: int,
              rows: int) -> tuple[np.ndarray, np.ndarray]:
     """Mean cross-entropy and accuracy (G,) of each configuration on its own pairs
-    A (G, N, 4) with labels b (G, N), in slices of at most ``rows`` pairs."""
+    A (G, N, 4) with labels b (G, N), in slices of at most ``rows`` pairs. Where the loss is
+    not finite the logits hold no prediction, so the accuracy is NaN too."""
     import torch
 
     n = int(b.shape[1])
@@ -167,7 +168,8 @@ def evaluate(P: Mapping[str, Any], A: Any, b: Any, tau: Any, n_heads: int, n_lay
         part = b[:, start:start + rows]
         loss += cross_entropy(logits, part, "sum").double()
         correct += (logits.argmax(2) == part).sum(dim=1)
-    return (loss / n).cpu().numpy(), (correct.double() / n).cpu().numpy()
+    mean = (loss / n).cpu().numpy()
+    return mean, np.where(np.isfinite(mean), (correct.double() / n).cpu().numpy(), np.nan)
 
 
 def train(v: Mapping[str, Any], inits: Sequence[Mapping[str, np.ndarray]],

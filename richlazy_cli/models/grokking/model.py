@@ -459,20 +459,23 @@ def optimizer(net: Any, lr: float, tau: float, weight_decay: float) -> tuple[Any
 
 def evaluate(net: Any, A: Any, b: Any, tau: float) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of ``net`` on the pairs ``A`` with labels ``b``, in
-    batches of :data:`EVAL_ROWS` pairs (call under ``torch.no_grad()``)."""
+    batches of :data:`EVAL_ROWS` pairs (call under ``torch.no_grad()``). Where the loss is not
+    finite the logits hold no prediction, so the accuracy is NaN too."""
     import torch.nn.functional as F
 
     n = int(b.shape[0])
     if n <= EVAL_ROWS:
         logits = net(A, tau)
-        return float(F.cross_entropy(logits, b)), float((logits.argmax(1) == b).double().mean())
-    loss, correct = 0.0, 0
+        loss = float(F.cross_entropy(logits, b))
+        acc = float((logits.argmax(1) == b).double().mean())
+        return loss, acc if math.isfinite(loss) else math.nan
+    total, correct = 0.0, 0
     for start in range(0, n, EVAL_ROWS):
         logits = net(A[start:start + EVAL_ROWS], tau)
         part = b[start:start + EVAL_ROWS]
-        loss += float(F.cross_entropy(logits, part, reduction="sum"))
+        total += float(F.cross_entropy(logits, part, reduction="sum"))
         correct += int((logits.argmax(1) == part).sum())
-    return loss / n, correct / n
+    return total / n, correct / n if math.isfinite(total) else math.nan
 
 
 class _Run:

@@ -388,3 +388,13 @@ def test_reduced_protocol_a_smaller_embedding_groks_sooner(tmp_path: Path) -> No
     spread = {k: max(v.values()) / min(v.values()) for k, v in (("train", med_train),
                                                                 ("val", med))}
     assert spread["train"] < spread["val"], (spread, med_train, med)
+
+
+def test_at_the_evaluation_where_the_loss_diverges_the_accuracy_is_not_a_number() -> None:
+    """lr = 10: the loss grows to ~10¹³ and then is NaN; at that evaluation the accuracy is
+    NaN too (NaN logits predict nothing), and the point is marked diverged."""
+    v = Grokking.resolve("train", dict(p=7, d_model=8, n_heads=2, steps=50, lr=10.0))
+    ds = Grokking().train(Batch.from_points(Grokking, [v]))
+    loss, acc = ds.train_loss.values[0], ds.train_acc.values[0]
+    assert int(ds.status[0]) == 1 and np.isnan(loss).any()
+    np.testing.assert_array_equal(np.isnan(acc), np.isnan(loss))
