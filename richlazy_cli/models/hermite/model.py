@@ -659,7 +659,8 @@ def expected_switched_evaluations(values: Mapping[str, Any]) -> float:
     escapes the greedy theory does not foresee, and the job files' widths. Where escapes
     come closer than ``τ`` for thousands of time units (m = 2P at d ≥ 512) the rule hands
     over late, on the expensive side: at t ≈ 1,196 and 3,170 where the solver does at 201
-    and 326 (d = 512 and 1024)."""
+    and 326 (d = 512 and 1024); at d = 2048 early, at 182 where the solver does at 284,
+    and there too the model prices that stretch above its measured cost."""
     greedy = _greedy_times(values)
     stiff_rtol = STIFF_TOLERANCE * float(values.get("rtol") or DEFAULT_RTOL[SWITCHED])
     if greedy is None:
