@@ -81,6 +81,19 @@ def group_positions(B: int, g_max: int = _GROUP_SIZE) -> list[np.ndarray]:
     return [np.arange(s, min(s + g_max, B)) for s in range(0, B, g_max)]
 
 
+def effective_lr(lr: Any, tau: Any, scaling: str) -> Any:
+    """The gradient-descent step: ``lr/τ²`` with ``lr_scaling = tau2`` (the paper's, so that
+    the function moves at a rate independent of τ), else ``lr``."""
+    return lr / tau**2 if scaling == "tau2" else lr * np.ones_like(tau)
+
+
+SMALLEST_STEP = 10.0
+"""Least effective step, in rounding units of the training dtype, that ``check`` accepts:
+below it the updates fall under the weights' rounding (at lr = 0.005 with ``tau2``: frozen
+from τ ≈ 300 in float32 and 10⁷ in float64, 13% off the lazy limit's loss at τ = 100 in
+float32 where the step is 4 units; 0.14% off at τ = 30, 47 units; docs/two-layer.md)."""
+
+
 def checkpoint_steps(steps: int, n_records: int, records: Any) -> np.ndarray:
     """Explicit ``records`` (sorted, unique), or ``0`` plus ``n_records − 1`` log-spaced
     integer steps from 1 to ``steps`` with duplicates removed."""
@@ -198,6 +211,18 @@ class TwoLayer(Model):
                 f"parameter records: every step must be in [0, steps={values['steps']}]"
             )
         tl_data.check_data(values)
+        step = float(effective_lr(float(values["lr"]), float(values["tau"]),
+                                  str(values["lr_scaling"])))
+        unit = float(np.finfo(np.dtype(str(values["dtype"]))).eps)
+        if step < SMALLEST_STEP * unit:
+            formula = "lr/tau²" if values["lr_scaling"] == "tau2" else "lr"
+            remedy = ("dtype = float64, a larger lr or a smaller tau"
+                      if values["dtype"] == "float32" else "a larger lr or a smaller tau")
+            raise BadInput(
+                f"parameter tau: the step {formula} = {step:.2g} (lr = {values['lr']:g}, "
+                f"tau = {values['tau']:g}) is below {SMALLEST_STEP:g} rounding units of "
+                f"{values['dtype']} ({SMALLEST_STEP * unit:.2g}): the weights would not move; "
+                f"use {remedy}")
 
     @classmethod
     def _probe(cls, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -464,7 +489,7 @@ def _schedule(batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
     v = batch.values
     tau = batch.column("tau").astype(np.float64)
     lr = batch.column("lr").astype(np.float64)
-    lr_eff = lr / tau**2 if v["lr_scaling"] == "tau2" else lr.copy()
+    lr_eff = effective_lr(lr, tau, str(v["lr_scaling"]))
     ck = checkpoint_steps(int(v["steps"]), int(v["n_records"]), v.get("records"))
     return (tau, batch.column("delta").astype(np.float64),
             batch.column("leak").astype(np.float64), lr_eff, ck)

@@ -497,3 +497,21 @@ def test_a_dry_run_times_a_short_probe_of_a_long_run(cli: Any, tmp_path: Any) ->
     assert result.code == 0, result.err
     assert "estimated time" in result.out and time.perf_counter() - start < 60
     assert not (tmp_path / "x.h5").exists()
+
+
+@pytest.mark.parametrize(("tau", "dtype", "refused"), [
+    (1000.0, "float32", True), (100.0, "float32", True), (30.0, "float32", False),
+    (1e7, "float64", True), (1e6, "float64", False)])
+def test_a_step_below_the_weights_rounding_is_refused(tau: float, dtype: str,
+                                                      refused: bool) -> None:
+    """At lr = 0.005 with lr/τ² the updates fall below the weights' rounding: measured on
+    d = 5, h = 4, n = 20, 100 steps, the loss stays at its start from τ = 300 (float32) and
+    10⁷ (float64) and is 13% off the lazy limit's at τ = 100 (float32, a step of 4 rounding
+    units); 0.14% at τ = 30 (47 units) and 0.27% at τ = 10⁶ (float64, 22 units). Below
+    SMALLEST_STEP = 10 units the configuration is refused."""
+    values = dict(d=5, h=4, k=2, n=20, n_test=10, steps=100, n_records=3, tau=tau, dtype=dtype)
+    if refused:
+        with pytest.raises(BadInput, match="rounding units"):
+            TwoLayer.resolve("train", values)
+    else:
+        TwoLayer.resolve("train", values)
