@@ -880,28 +880,23 @@ class SingleNeuron(Model):
                                 {"long_name": "time", "units": "gradient-flow time"}),
             "dim": xr.Variable(("dim",), np.arange(d), {"long_name": "input coordinate index"}),
         }
+        alignment = var(dims, phi, "alignment phi = cos(w, beta*)")
+        # cos(w, β*) has no value where w = 0 (a start at beta0 = 0, which delta > 0 allows)
+        # or β* = 0; a flow that diverges is marked so by its other outputs
+        alignment.attrs["nan_meaning"] = "w = 0 (a start at beta0 = 0) or beta* = 0: no angle"
         return xr.Dataset(
             {
                 "a": var(dims, a, "output weight a"),
                 "w": var(vdims, w, "first-layer weights w"),
                 "beta": var(vdims, beta, "end-to-end predictor beta = a w"),
                 "mu": var(dims, mu, "signed magnitude mu = a |w|"),
-                "phi": _undefined_where_w_vanishes(var(dims, phi,
-                                                       "alignment phi = cos(w, beta*)")),
+                "phi": alignment,
                 "loss": var(dims, loss, "training loss 1/2 |X beta - y|^2"),
                 "kernel_distance": var(dims, S, "NTK kernel distance S(0, t)"),
                 "delta_t": var(dims, delta_t, "conserved quantity eta_w a^2 - eta_a |w|^2"),
             },
             coords=coords,
         )
-
-
-def _undefined_where_w_vanishes(phi: xr.Variable) -> xr.Variable:
-    """``phi`` with the ``nan_meaning`` of its NaN: ``cos(w, β*)`` has no value where
-    ``w = 0`` (a start at ``beta0 = 0``, which ``delta > 0`` allows) or ``β* = 0``; a flow
-    that diverges is marked so by its other outputs."""
-    phi.attrs["nan_meaning"] = "w = 0 (a start at beta0 = 0) or beta* = 0: no angle"
-    return phi
 
 
 def _solve_leaky(
